@@ -1,0 +1,152 @@
+"""`ocr-read`: documents in, Markdown (or JSON) out.
+
+    ocr-read invoice.pdf -o out.md
+    ocr-read a.pdf b.png scans/ -o out_dir/
+
+Bad input never ends in a traceback: each bad document gets one line on stderr
+and is skipped, the others are written, and the exit code is 1 if anything failed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from tqdm import tqdm
+
+from ocr_app.cli.common import quiet_libraries, report_errors
+from ocr_app.config import MODE_NAMES, default_model_name, drafts_for, load_mode_preset, load_model_preset
+from ocr_app.documents import find_documents
+from ocr_app.engines import ENGINE_NAMES, GenerationSettings, make_engine
+from ocr_app.errors import OcrError
+from ocr_app.metrics import RunMetrics
+from ocr_app.outputs import DEFAULT_PAGE_SEPARATOR, DocumentResult, render_json, render_markdown, write_atomic
+from ocr_app.pages import DEFAULT_DPI
+from ocr_app.pipeline import Progress, ReadJob, read_documents
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+FORMATS = ("md", "json")
+
+
+def plan_outputs(inputs: list[Path], documents: list[Path], output: Path | None, fmt: str) -> dict[Path, Path | None]:
+    """Where each document's result goes; None means standard output.
+
+    A single document with `-o FILE.md|.json` goes to that file; otherwise `-o`
+    is a folder and each document gets `<name>.<fmt>` in it, mirroring the
+    layout below any input folder.
+    """
+    if output is None:
+        if len(documents) > 1:
+            raise OcrError("several documents need -o DIR")
+        return {documents[0]: None}
+    single_file = len(documents) == 1 and not inputs[0].is_dir() and output.suffix.lower() in (".md", ".json")
+    if single_file:
+        return {documents[0]: output}
+    roots = [item for item in inputs if item.is_dir()]
+    planned: dict[Path, Path | None] = {}
+    taken: set[Path] = set()
+    for document in documents:
+        root = next((r for r in roots if document.is_relative_to(r)), None)
+        relative = document.relative_to(root) if root is not None else Path(document.name)
+        target = output / relative.with_suffix(f".{fmt}")
+        if target in taken:  # a.pdf and a.png side by side
+            target = output / relative.with_name(f"{relative.name}.{fmt}")
+        taken.add(target)
+        planned[document] = target
+    return planned
+
+
+@app.command()
+def read(
+    inputs: Annotated[list[Path], typer.Argument(help="PDFs, images, or folders of them.", show_default=False)],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output file (one document) or folder.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model preset name, preset .toml, or model folder.")] = None,
+    engine: Annotated[str, typer.Option(help=f"Engine: {', '.join(ENGINE_NAMES)}.")] = "hf",
+    mode: Annotated[str, typer.Option(help=f"Mode: {', '.join(MODE_NAMES)}.")] = "low-latency",
+    drafts: Annotated[Optional[int], typer.Option(help="MTP draft tokens per step (0 = off); default from the mode.")] = None,
+    pages: Annotated[Optional[str], typer.Option(help="Pages to read, 1-based, e.g. 1-3,7.")] = None,
+    dpi: Annotated[int, typer.Option(help="Rendering resolution for PDF pages.")] = DEFAULT_DPI,
+    fmt: Annotated[str, typer.Option("--format", help="md or json (per-page text and metrics).")] = "md",
+    page_separator: Annotated[str, typer.Option(help="Line opening each page in Markdown; {page} is its number.")] = DEFAULT_PAGE_SEPARATOR,
+    password: Annotated[Optional[str], typer.Option(help="Password for encrypted PDFs.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Most tokens per page; default from the model preset.")] = None,
+    temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
+    glob: Annotated[Optional[str], typer.Option(help="Within folders, only files matching this pattern.")] = None,
+) -> None:
+    """Read documents into Markdown."""
+    quiet_libraries()
+    with report_errors():
+        if fmt not in FORMATS:
+            raise OcrError(f"unknown format '{fmt}' (formats: {', '.join(FORMATS)})")
+        if dpi < 36 or dpi > 1200:
+            raise OcrError(f"--dpi must be between 36 and 1200, got {dpi}")
+        model_preset = load_model_preset(model or default_model_name())
+        mode_preset = load_mode_preset(mode)
+        settings = GenerationSettings(
+            max_tokens=max_tokens or model_preset.max_tokens,
+            drafts=drafts if drafts is not None else drafts_for(model_preset, mode_preset),
+            temperature=temperature,
+        )
+        documents = find_documents(inputs, glob)
+        targets = plan_outputs(inputs, documents, output, fmt)
+        _check_writable(targets)
+        job = ReadJob(model=model_preset, mode=mode_preset, settings=settings, pages=pages, dpi=dpi, password=password)
+        reader = make_engine(engine, model_preset)
+        failures = _run(documents, reader, job, targets, fmt, page_separator, engine)
+        reader.close()
+    if failures:
+        raise typer.Exit(1)
+
+
+def _check_writable(targets: dict[Path, Path | None]) -> None:
+    for target in {t for t in targets.values() if t is not None}:
+        folder = next((p for p in [target.parent, *target.parent.parents] if p.exists()), None)
+        if folder is None or not folder.is_dir() or not _can_write(folder):
+            raise OcrError(f"cannot write {target}: {folder or target.parent} is not a writable folder")
+        if target.is_dir():
+            raise OcrError(f"cannot write {target}: it is a folder")
+
+
+def _can_write(folder: Path) -> bool:
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def _run(documents, engine, job: ReadJob, targets, fmt: str, separator: str, engine_name: str) -> int:
+    run_metrics = RunMetrics()
+    bar = tqdm(total=0, unit="page", desc="reading", file=sys.stderr, disable=None, leave=False)
+    progress = Progress(on_planned=lambda total: bar.reset(total=total), on_page=lambda source, page: bar.update())
+    failures = 0
+    run_info = {"model": job.model.name, "engine": engine_name, "mode": job.mode.name, "drafts": job.settings.drafts}
+    for result in read_documents(documents, engine, job, progress, run_metrics):
+        if not result.ok:
+            failures += 1
+            tqdm.write(f"error: {result.failure}", file=sys.stderr)
+            continue
+        _write(result, targets[result.source], fmt, separator, run_info)
+    bar.close()
+    summary = run_metrics.to_dict()
+    print(
+        f"{len(documents) - failures}/{len(documents)} documents, {summary['pages']} pages, "
+        f"{summary['pages_per_s']:.2f} pages/s, {summary['tokens_per_s']:.1f} tok/s",
+        file=sys.stderr,
+    )
+    return failures
+
+
+def _write(result: DocumentResult, target: Path | None, fmt: str, separator: str, run_info: dict) -> None:
+    text = render_json(result, run_info) if fmt == "json" else render_markdown(result, separator)
+    if target is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(target, text)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Presets from `configs/`, validated on load into small typed objects.
+
+`configs/models/NAME.toml` describes a model (where it is, what to ask it, how
+many pixels a page may have); `configs/modes.toml` describes the two ways of
+reading (`low-latency`, `bulk`).  Relative model paths are relative to the
+project root, the folder that holds `configs/`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from ocr_app.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MODE_NAMES = ("low-latency", "bulk")
+ModeName = Literal["low-latency", "bulk"]
+
+
+def configs_dir() -> Path:
+    return Path(os.environ.get("OCR_APP_CONFIGS", PROJECT_ROOT / "configs"))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PixelBudget(_Strict):
+    """How many pixels a page image may have once fitted for the vision encoder.
+
+    Sides are snapped to multiples of `factor`: Qwen3.5 uses 16-px patches merged
+    2x2, so one visual token covers 32x32 px.
+    """
+
+    min_pixels: int
+    max_pixels: int
+    factor: int = 32
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PixelBudget:
+        if not 0 < self.min_pixels <= self.max_pixels:
+            raise ValueError("need 0 < min_pixels <= max_pixels")
+        if self.max_pixels < self.factor * self.factor:
+            raise ValueError(f"max_pixels must hold at least one {self.factor}x{self.factor} tile")
+        return self
+
+
+class ModelPreset(_Strict):
+    name: str
+    path: Path
+    prompt: str
+    use_chat_template: bool = True
+    max_tokens: int = 2048
+    hf_dtype: Literal["float32", "bfloat16"] = "float32"
+    pixels: PixelBudget
+    # Per-mode draft counts for this model; missing modes use configs/modes.toml.
+    drafts: dict[ModeName, int] = {}
+
+    def resolved_path(self) -> Path:
+        return self.path if self.path.is_absolute() else PROJECT_ROOT / self.path
+
+
+class ModePreset(_Strict):
+    name: ModeName
+    drafts: int
+    concurrency: int
+    stream: bool
+
+
+def _load_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _validate(model: type[BaseModel], data: dict, source: Path):
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise ConfigError(f"{source}: bad key '{key}': {first['msg']}") from None
+
+
+def load_model_preset(spec: str | Path) -> ModelPreset:
+    """A preset name (`configs/models/NAME.toml`), a preset file, or a model folder.
+
+    A model folder takes the prompt and budget of the default preset.
+    """
+    candidate = Path(spec)
+    if candidate.is_dir():
+        base = load_model_preset(default_model_name())
+        return base.model_copy(update={"name": candidate.name, "path": candidate.resolve()})
+    path = candidate if candidate.suffix == ".toml" else configs_dir() / "models" / f"{spec}.toml"
+    if not path.exists():
+        known = sorted(p.stem for p in (configs_dir() / "models").glob("*.toml"))
+        raise ConfigError(f"unknown model '{spec}': not a model folder nor a preset (presets: {', '.join(known)})")
+    data = _load_toml(path)
+    data.setdefault("name", path.stem)
+    return _validate(ModelPreset, data, path)
+
+
+def load_mode_preset(name: str) -> ModePreset:
+    path = configs_dir() / "modes.toml"
+    table = _load_toml(path)
+    if name not in table:
+        raise ConfigError(f"unknown mode '{name}' (modes: {', '.join(table)})")
+    return _validate(ModePreset, {"name": name, **table[name]}, path)
+
+
+def default_model_name() -> str:
+    path = configs_dir() / "defaults.toml"
+    return str(_load_toml(path).get("model", "tiny-random"))
+
+
+def drafts_for(model: ModelPreset, mode: ModePreset) -> int:
+    return model.drafts.get(mode.name, mode.drafts)

@@ -1,0 +1,75 @@
+"""Engines: one small protocol that every backend implements, and a factory.
+
+An engine reads page images and returns, per page, the text plus its metrics.
+`read` serves one page at a time and can stream text as it is produced;
+`read_many` keeps up to `concurrency` pages in flight and yields results in
+completion order, each tagged with the key it came with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Hashable, Literal, Protocol, TypeVar
+
+from PIL import Image
+
+from ocr_app.config import ModelPreset
+from ocr_app.errors import ConfigError
+from ocr_app.metrics import PageMetrics
+
+EngineName = Literal["hf", "vllm"]
+ENGINE_NAMES: tuple[str, ...] = ("hf", "vllm")
+Key = TypeVar("Key", bound=Hashable)
+TextCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    max_tokens: int
+    drafts: int = 0  # K draft tokens per round from the MTP head; 0 = plain decoding
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ConfigError("max tokens must be at least 1")
+        if not 0 <= self.drafts <= 7:
+            raise ConfigError(f"drafts must be between 0 and 7, got {self.drafts}")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ConfigError("need temperature >= 0 and 0 < top_p <= 1")
+
+
+@dataclass(frozen=True)
+class PageText:
+    """What an engine returns for one page."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    metrics: PageMetrics
+
+
+class Engine(Protocol):
+    name: str
+
+    def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
+        """Read one page; `on_text` receives each new piece of text as it is produced."""
+        ...
+
+    def read_many(
+        self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
+    ) -> Iterator[tuple[Key, PageText]]:
+        """Read many pages, up to `concurrency` at once; results come in completion order."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def make_engine(name: str, model: ModelPreset) -> Engine:
+    """Start an engine; heavy imports happen only for the engine asked for."""
+    if name == "hf":
+        from ocr_app.engines.hf import HFEngine
+
+        return HFEngine(model)
+    raise ConfigError(f"unknown engine '{name}' (engines: {', '.join(ENGINE_NAMES)})")

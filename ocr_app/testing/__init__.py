@@ -1,0 +1,1 @@
+"""Offline helpers for tests and benchmarks: tiny models built on the spot."""
