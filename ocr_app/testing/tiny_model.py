@@ -103,7 +103,7 @@ def train_tokenizer(vocab_size: int, corpus: list[str] | None = None) -> Tokeniz
     return tokenizer
 
 
-def build_config(sizes: TinySizes, tokenizer: Tokenizer) -> Qwen3_5Config:
+def build_config(sizes: TinySizes, tokenizer: Tokenizer, tie_word_embeddings: bool = True) -> Qwen3_5Config:
     token_id = tokenizer.token_to_id
     rotary_pairs = int(sizes.head_dim * 0.25) // 2
     mrope_section = [rotary_pairs - 2 * (rotary_pairs // 3), rotary_pairs // 3, rotary_pairs // 3]
@@ -132,7 +132,7 @@ def build_config(sizes: TinySizes, tokenizer: Tokenizer) -> Qwen3_5Config:
             "mrope_section": mrope_section,
             "mrope_interleaved": True,
         },
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie_word_embeddings,
         eos_token_id=token_id("<|im_end|>"),
         pad_token_id=token_id("<|endoftext|>"),
         mtp_num_hidden_layers=1,
@@ -157,7 +157,7 @@ def build_config(sizes: TinySizes, tokenizer: Tokenizer) -> Qwen3_5Config:
         video_token_id=token_id("<|video_pad|>"),
         vision_start_token_id=token_id("<|vision_start|>"),
         vision_end_token_id=token_id("<|vision_end|>"),
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie_word_embeddings,
         eos_token_id=token_id("<|im_end|>"),
         pad_token_id=token_id("<|endoftext|>"),
     )
@@ -208,15 +208,56 @@ def write_processor(out_dir: Path, tokenizer: Tokenizer, sizes: TinySizes) -> No
     processor.save_pretrained(out_dir)
 
 
-def build_tiny_model(out_dir: Path, seed: int = 0, sizes: TinySizes = TinySizes()) -> Path:
-    """Write the checkpoint folder and return it; the same seed gives the same bytes."""
+def make_predictable(model: Qwen3_5ForConditionalGeneration, head: dict[str, torch.Tensor], seed: int) -> list[int]:
+    """Turn the model into one whose next token is a fixed permutation of the current one,
+    and the head into one that computes exactly that; returns the permutation.
+
+    Every layer's output projection is zeroed, so the last hidden state is the
+    normalised embedding of the current token alone; `lm_head` row pi(x) is then
+    embedding x (scaled up for a wide logit margin, safe in bf16).  The head's fc
+    keeps only the (normalised) embedding of the token it is given, and its layer
+    passes that through, so its draft is pi(token) as well: 100% acceptance.
+    Special tokens map to themselves and never appear in the output.
+    """
+    text_model = model.model.language_model
+    with torch.no_grad():
+        for layer in text_model.layers:
+            mixer = layer.self_attn.o_proj if hasattr(layer, "self_attn") else layer.linear_attn.out_proj
+            mixer.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        embeddings = text_model.embed_tokens.weight  # [V, H]
+        vocab_size, hidden = embeddings.shape
+        generator = torch.Generator().manual_seed(seed)
+        ordinary = torch.arange(len(SPECIAL_TOKENS), vocab_size)
+        permutation = torch.arange(vocab_size)
+        permutation[ordinary] = ordinary[torch.randperm(len(ordinary), generator=generator)]
+        lm_head = torch.empty_like(embeddings)
+        lm_head[permutation] = embeddings * 10.0
+        model.lm_head.weight.copy_(lm_head)
+    head["mtp.fc.weight"] = torch.cat([torch.eye(hidden), torch.zeros(hidden, hidden)], dim=1)
+    head["mtp.layers.0.self_attn.o_proj.weight"].zero_()
+    head["mtp.layers.0.mlp.down_proj.weight"].zero_()
+    return permutation.tolist()
+
+
+def build_tiny_model(
+    out_dir: Path, seed: int = 0, sizes: TinySizes = TinySizes(), predictable: bool = False
+) -> Path:
+    """Write the checkpoint folder and return it; the same seed gives the same bytes.
+
+    `predictable=True` writes the model of `make_predictable`, whose head drafts
+    exactly what the model will say.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     tokenizer = train_tokenizer(sizes.vocab_size)
-    config = build_config(sizes, tokenizer)
+    config = build_config(sizes, tokenizer, tie_word_embeddings=not predictable)
     model = Qwen3_5ForConditionalGeneration(config).eval()
-    model.save_pretrained(out_dir, safe_serialization=True)
     head = random_mtp_head(config)
+    if predictable:
+        permutation = make_predictable(model, head, seed)
+        (out_dir / "next_token_permutation.json").write_text(json.dumps(permutation))
+    model.save_pretrained(out_dir, safe_serialization=True)
     save_file({k: v.contiguous() for k, v in head.items()}, out_dir / "mtp.safetensors")
     write_weight_index(out_dir)
     write_processor(out_dir, tokenizer, sizes)
@@ -227,8 +268,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--predictable", action="store_true", help="next token = fixed permutation of the current one; exact MTP head"
+    )
     args = parser.parse_args()
-    print(build_tiny_model(args.out_dir, seed=args.seed))
+    print(build_tiny_model(args.out_dir, seed=args.seed, predictable=args.predictable))
 
 
 if __name__ == "__main__":
