@@ -1,0 +1,141 @@
+"""Synthetic Turkish document images with exact Markdown ground truth, for training and for the sample benchmark.
+
+    from ocr_app.synth import render_sample, training_seeds
+    image, markdown = render_sample(seed, level="line")            # PIL RGB image, its exact text
+    image, markdown = render_sample(seed, level="page", kind="invoice", degradation="scan")
+
+Levels form a curriculum: `word` (one token), `line` (one line of text),
+`block` (one to three consecutive blocks of a document: headings, paragraphs,
+tables), `page` (a whole invoice, letter, article, receipt or form).  Words and
+lines take a few ms, pages tens of ms.  The same seed (an int, or a
+`random.Random` whose state is then advanced) gives the same image and text.
+
+Seeds in `BENCHMARK_SEEDS` are reserved for the pages of `samples/tob-mini`;
+`render_sample` refuses them unless `benchmark=True`, and `training_seeds()`
+counts through seeds outside that range, so training never sees a benchmark page.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from PIL import Image
+
+from ocr_app.synth import text
+from ocr_app.synth.degrade import DEGRADATIONS, degrade
+from ocr_app.synth.documents import BUILDERS, KINDS, to_markdown
+from ocr_app.synth.render import A4_RATIO, random_style, render_blocks, render_line
+
+Level = Literal["word", "line", "block", "page"]
+LEVELS: tuple[str, ...] = ("word", "line", "block", "page")
+# Far above any counter a training loop reaches, so plain 0, 1, 2, ... never collide.
+BENCHMARK_SEEDS = range(2**40, 2**40 + 2**20)
+PAGE_WIDTH = 880  # A4 at about 106 dpi
+DEGRADATION_WEIGHTS = {"clean": 0.25, "light": 0.35, "scan": 0.3, "heavy": 0.1}
+
+
+@dataclass(frozen=True)
+class Sample:
+    image: Image.Image
+    markdown: str
+    level: str
+    kind: str
+    degradation: str
+
+
+def is_benchmark_seed(seed: int) -> bool:
+    return seed in BENCHMARK_SEEDS
+
+
+def check_training_seeds(seeds: Iterable[int]) -> None:
+    """Raise ValueError if any seed belongs to the benchmark's reserved range."""
+    clashes = [seed for seed in seeds if is_benchmark_seed(seed)]
+    if clashes:
+        raise ValueError(f"{len(clashes)} training seed(s) are reserved for the benchmark, e.g. {clashes[0]}")
+
+
+def training_seeds(start: int = 0) -> Iterator[int]:
+    """start, start+1, ... skipping the benchmark's reserved range."""
+    seed = start
+    while True:
+        if is_benchmark_seed(seed):
+            seed = BENCHMARK_SEEDS.stop
+        yield seed
+        seed += 1
+
+
+def make_sample(
+    seed: int | random.Random,
+    level: str = "page",
+    kind: str | None = None,
+    degradation: str | None = None,
+    benchmark: bool = False,
+) -> Sample:
+    """One synthetic image with its ground truth; `kind` and `degradation` are drawn from the seed when None."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown level '{level}' (levels: {', '.join(LEVELS)})")
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown kind '{kind}' (kinds: {', '.join(KINDS)})")
+    if degradation is not None and degradation not in DEGRADATIONS:
+        raise ValueError(f"unknown degradation '{degradation}' (degradations: {', '.join(DEGRADATIONS)})")
+    if isinstance(seed, int) and is_benchmark_seed(seed) != benchmark:
+        raise ValueError(f"seed {seed} is {'not ' if benchmark else ''}in the benchmark's reserved range")
+    rng = seed if isinstance(seed, random.Random) else random.Random(seed)
+    kind = kind or rng.choice(KINDS)
+    degradation = degradation or rng.choices(list(DEGRADATION_WEIGHTS), weights=list(DEGRADATION_WEIGHTS.values()))[0]
+    if level == "word":
+        content = text.word(rng)
+        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 36)))
+        markdown = content
+    elif level == "line":
+        content = _line(rng)
+        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 28)))
+        markdown = content
+    else:
+        blocks = BUILDERS[kind](rng)
+        receipt = kind == "receipt"
+        style = random_style(rng, ("mono", "condensed") if receipt else ("sans", "serif", "condensed"),
+                             (12, 15) if receipt else (14, 19))
+        width = rng.randint(380, 460) if receipt else PAGE_WIDTH
+        if level == "block":
+            start = rng.randrange(len(blocks))
+            blocks = blocks[start : start + rng.randint(1, 3)]
+            width = width if receipt else rng.randint(520, PAGE_WIDTH)
+            min_height = 0
+        else:
+            min_height = 0 if receipt else round(width * A4_RATIO)
+        image = render_blocks(blocks, style, width, min_height)
+        markdown = to_markdown(blocks)
+    return Sample(degrade(image, degradation, rng), markdown, level, kind, degradation)
+
+
+def render_sample(
+    seed: int | random.Random,
+    level: str = "page",
+    kind: str | None = None,
+    degradation: str | None = None,
+    benchmark: bool = False,
+) -> tuple[Image.Image, str]:
+    """(RGB image, its exact Markdown); see `make_sample`."""
+    sample = make_sample(seed, level, kind, degradation, benchmark)
+    return sample.image, sample.markdown
+
+
+def _line(rng: random.Random) -> str:
+    """One line as found on documents: a stretch of prose, a name and address, a date or an amount."""
+    choice = rng.random()
+    if choice < 0.6:
+        words = text.sentence(rng).split()
+        count = rng.randint(min(3, len(words)), len(words))
+        start = rng.randint(0, len(words) - count)
+        return " ".join(words[start : start + count])
+    if choice < 0.75:
+        return f"{text.person(rng)}, {text.address(rng)}"
+    if choice < 0.85:
+        return f"{rng.choice(text.CITIES)}, {text.long_date(text.date(rng))}"
+    if choice < 0.95:
+        return f"{rng.choice(('Ara Toplam', 'KDV', 'Genel Toplam', 'TOPLAM'))}: {text.money(rng.randint(100, 9_000_000))} TL"
+    return text.company(rng)

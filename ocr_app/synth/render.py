@@ -1,0 +1,190 @@
+"""Draw blocks onto a white page with the bundled DejaVu fonts (they cover ç ğ ı İ ö ş ü).
+
+Layout is a single pass that records what to draw and where, so the canvas can
+be sized to the content before anything is drawn.  Paragraphs wrap at word
+boundaries; tables size their columns to their text and wrap cells only when
+the table would not fit.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from PIL import Image, ImageDraw, ImageFont
+
+from ocr_app.synth.documents import Block, Heading, Paragraph, Table
+
+FONTS_DIR = Path(__file__).resolve().parent / "fonts"
+FAMILIES: dict[str, tuple[str, str]] = {  # name -> (regular, bold)
+    "sans": ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf"),
+    "serif": ("DejaVuSerif.ttf", "DejaVuSerif-Bold.ttf"),
+    "condensed": ("DejaVuSansCondensed.ttf", "DejaVuSans-Bold.ttf"),
+    "mono": ("DejaVuSansMono.ttf", "DejaVuSansMono.ttf"),
+}
+Grid = Literal["full", "rules", "none"]
+A4_RATIO = 1.414
+
+
+@lru_cache(maxsize=256)
+def font(name: str, size: int) -> ImageFont.FreeTypeFont:
+    return ImageFont.truetype(str(FONTS_DIR / name), size)
+
+
+@dataclass(frozen=True)
+class Style:
+    family: str
+    size: int  # body text, px
+    ink: tuple[int, int, int]
+    paper: tuple[int, int, int]
+    margin: int
+    grid: Grid
+
+    def font(self, bold: bool = False, scale: float = 1.0) -> ImageFont.FreeTypeFont:
+        return font(FAMILIES[self.family][bold], max(8, round(self.size * scale)))
+
+
+def random_style(rng: random.Random, families: tuple[str, ...] = ("sans", "serif", "condensed"),
+                 size: tuple[int, int] = (14, 19)) -> Style:
+    shade = rng.randint(10, 60)
+    tint = rng.randint(238, 255)
+    return Style(
+        family=rng.choice(families),
+        size=rng.randint(*size),
+        ink=(shade, shade, shade + rng.randint(0, 25)),
+        paper=(tint, tint, max(0, tint - rng.randint(0, 10))),
+        margin=rng.randint(40, 80),
+        grid=rng.choice(("full", "full", "rules", "none")),
+    )
+
+
+HEADING_SCALE = {1: 1.6, 2: 1.3, 3: 1.15}
+
+
+class _Layout:
+    """Records text and rules at positions; `draw` paints them once the size is known."""
+
+    def __init__(self, style: Style, width: int):
+        self.style = style
+        self.width = width
+        self.left = style.margin
+        self.right = width - style.margin
+        self.y = style.margin
+        self.texts: list[tuple[float, float, str, ImageFont.FreeTypeFont]] = []
+        self.rules: list[tuple[float, float, float, float]] = []
+
+    @staticmethod
+    def line_height(face: ImageFont.FreeTypeFont) -> int:
+        ascent, descent = face.getmetrics()
+        return round((ascent + descent) * 1.2)
+
+    def wrap(self, runs: list[tuple[str, ImageFont.FreeTypeFont]], width: float) -> list[list[tuple[str, ImageFont.FreeTypeFont, float]]]:
+        """Greedy word wrap of (text, font) runs into lines of (word, font, width)."""
+        lines: list[list[tuple[str, ImageFont.FreeTypeFont, float]]] = [[]]
+        used = 0.0
+        for content, face in runs:
+            space = face.getlength(" ")
+            for word in content.split():
+                size = face.getlength(word)
+                if lines[-1] and used + space + size > width:
+                    lines.append([])
+                    used = 0.0
+                used += (space if lines[-1] else 0.0) + size
+                lines[-1].append((word, face, size))
+        return lines
+
+    def place_lines(self, lines, left: float, width: float, top: float, align: str, height: int) -> float:
+        y = top
+        for line in lines:
+            spaces = [face.getlength(" ") for _, face, _ in line[1:]]
+            total = sum(size for _, _, size in line) + sum(spaces)
+            x = left + {"left": 0.0, "center": (width - total) / 2, "right": width - total}[align]
+            for index, (word, face, size) in enumerate(line):
+                self.texts.append((x, y, word, face))
+                x += size + (spaces[index] if index < len(spaces) else 0.0)
+            y += height
+        return y
+
+    def add(self, block: Block) -> None:
+        style = self.style
+        if isinstance(block, Heading):
+            face = style.font(bold=True, scale=HEADING_SCALE.get(block.level, 1.0))
+            lines = self.wrap([(block.text, face)], self.right - self.left)
+            self.y = self.place_lines(lines, self.left, self.right - self.left, self.y, "left", self.line_height(face))
+            self.y += style.size * 0.6
+        elif isinstance(block, Paragraph):
+            regular, bold = style.font(), style.font(bold=True)
+            runs = ([(block.label, bold)] if block.label else []) + [(block.text, bold if block.bold else regular)]
+            lines = self.wrap(runs, self.right - self.left)
+            self.y = self.place_lines(lines, self.left, self.right - self.left, self.y, block.align,
+                                      self.line_height(regular))
+            self.y += style.size * 0.5
+        else:
+            self.add_table(block)
+
+    def add_table(self, table: Table) -> None:
+        regular, bold = self.style.font(), self.style.font(bold=True)
+        pad = max(4, self.style.size // 2)
+        available = self.right - self.left
+        natural = [
+            max([bold.getlength(table.header[c])] + [regular.getlength(row[c]) for row in table.rows]) + 2 * pad
+            for c in range(len(table.header))
+        ]
+        widths = list(natural)
+        excess = sum(widths) - available
+        if excess > 0:  # narrow the text columns (never the numbers), which then wrap
+            text_columns = [c for c, numeric in enumerate(table.numeric) if not numeric] or list(range(len(widths)))
+            share = sum(widths[c] for c in text_columns)
+            for c in text_columns:
+                widths[c] = max(4 * pad, widths[c] - excess * widths[c] / share)
+        height = self.line_height(regular)
+        top = self.y
+        edges = [self.left]
+        for width in widths:
+            edges.append(edges[-1] + width)
+        row_tops = [top]
+        for row_index, row in enumerate((table.header, *table.rows)):
+            face = bold if row_index == 0 else regular
+            cells = [self.wrap([(cell, face)], widths[c] - 2 * pad) for c, cell in enumerate(row)]
+            for c, lines in enumerate(cells):
+                align = "right" if table.numeric[c] and row_index > 0 else "left"
+                self.place_lines(lines, edges[c] + pad, widths[c] - 2 * pad, row_tops[-1] + pad / 2, align, height)
+            row_tops.append(row_tops[-1] + max(len(lines) for lines in cells) * height + pad)
+        bottom = row_tops[-1]
+        if self.style.grid == "full":
+            self.rules += [(edges[0], y, edges[-1], y) for y in row_tops]
+            self.rules += [(x, top, x, bottom) for x in edges]
+        elif self.style.grid == "rules":
+            self.rules += [(edges[0], y, edges[-1], y) for y in (top, row_tops[1], bottom)]
+        self.y = bottom + self.style.size
+
+    def draw(self, height: int) -> Image.Image:
+        image = Image.new("RGB", (self.width, height), self.style.paper)
+        pen = ImageDraw.Draw(image)
+        for x0, y0, x1, y1 in self.rules:
+            pen.line([(x0, y0), (x1, y1)], fill=self.style.ink, width=1)
+        for x, y, word, face in self.texts:
+            pen.text((x, y), word, font=face, fill=self.style.ink)
+        return image
+
+
+def render_blocks(blocks: tuple[Block, ...], style: Style, width: int, min_height: int = 0) -> Image.Image:
+    """The blocks drawn top to bottom on a page `width` wide, as tall as they need (at least `min_height`)."""
+    layout = _Layout(style, width)
+    for block in blocks:
+        layout.add(block)
+    return layout.draw(max(min_height, round(layout.y + style.margin)))
+
+
+def render_line(content: str, style: Style, bold: bool = False) -> Image.Image:
+    """One line of text on a canvas just larger than it."""
+    face = style.font(bold=bold)
+    left, top, right, bottom = face.getbbox(content)
+    pad_x, pad_y = style.size // 2 + 2, style.size // 3 + 2
+    ascent, descent = face.getmetrics()
+    image = Image.new("RGB", (int(right) + 2 * pad_x, ascent + descent + 2 * pad_y), style.paper)
+    ImageDraw.Draw(image).text((pad_x, pad_y), content, font=face, fill=style.ink)
+    return image

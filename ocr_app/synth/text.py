@@ -1,0 +1,209 @@
+"""Turkish text for synthetic pages: names, places, companies, products, prose, money and dates.
+
+Everything is drawn from word lists in this module with a `random.Random`, so a
+seed gives the same text on every machine and library version (Faker's output
+changes between its releases; ours only when this file changes).  Amounts in
+words come from num2words (`lang="tr"`), the one outside source.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+from num2words import num2words
+
+FIRST_NAMES = (
+    "Ahmet", "Mehmet", "Ayşe", "Fatma", "Emine", "Hüseyin", "İbrahim", "Zeynep", "Elif", "Mustafa", "Özge", "Çağla",
+    "Gökhan", "Şule", "Ümit", "Gülşen", "Ilgın", "Işık", "Ömer", "Büşra", "Tuğçe", "Barış", "Cansu", "Doğan",
+    "Eşref", "Feride", "Görkem", "Hülya", "İpek", "Kübra", "Levent", "Müge", "Nurgül", "Oğuz", "Pınar", "Serdar",
+    "Şebnem", "Tülin", "Uğur", "Yağmur", "Zehra", "Çetin", "Gönül", "Sıla", "Ilkay", "Ertuğrul",
+)
+LAST_NAMES = (
+    "Yılmaz", "Kaya", "Demir", "Şahin", "Çelik", "Yıldız", "Yıldırım", "Öztürk", "Aydın", "Özdemir", "Arslan",
+    "Doğan", "Kılıç", "Aslan", "Çetin", "Kara", "Koç", "Kurt", "Özkan", "Şimşek", "Polat", "Erdoğan", "Güneş",
+    "Akgül", "Uçar", "Türkmen", "Işıklı", "Gündüz", "Çakır", "Büyükkaya", "Söğüt", "Ilıcak", "Ağaoğlu", "İnce",
+)
+CITIES = (
+    "İstanbul", "Ankara", "İzmir", "Bursa", "Antalya", "Konya", "Gaziantep", "Şanlıurfa", "Kocaeli", "Mersin",
+    "Diyarbakır", "Kayseri", "Eskişehir", "Samsun", "Denizli", "Çanakkale", "Muğla", "Tekirdağ", "Ağrı", "Iğdır",
+    "Çorum", "Kırşehir", "Düzce", "Uşak", "Niğde", "Elazığ", "Şırnak", "Gümüşhane",
+)
+DISTRICTS = (
+    "Kadıköy", "Üsküdar", "Beşiktaş", "Çankaya", "Keçiören", "Karşıyaka", "Bornova", "Nilüfer", "Muratpaşa",
+    "Selçuklu", "Şahinbey", "İzmit", "Yenişehir", "Tepebaşı", "Atakum", "Pamukkale", "Bodrum", "Çorlu", "Ataşehir",
+)
+STREETS = (
+    "Atatürk Caddesi", "İstiklal Caddesi", "Cumhuriyet Mahallesi", "Gül Sokak", "Çınar Sokak", "Şehitler Caddesi",
+    "Menekşe Sokak", "Bağdat Caddesi", "İnönü Bulvarı", "Gazi Mustafa Kemal Bulvarı", "Değirmen Sokak",
+    "Yıldız Mahallesi", "Fıstıklı Sokak", "Işıklar Caddesi", "Üniversite Caddesi", "Çiçek Pazarı Sokak",
+)
+COMPANY_WORDS = (
+    "Anadolu", "Boğaziçi", "Ege", "Karadeniz", "Doğuş", "Yıldız", "Güneş", "Öncü", "Çağdaş", "Işık", "Ufuk",
+    "Kardeşler", "Türkoğlu", "Şimşek", "Özgür", "Mavi", "Altınbaş", "Gökkuşağı", "Çınar", "İlke",
+)
+COMPANY_TRADES = (
+    "Gıda", "Tekstil", "İnşaat", "Yazılım", "Lojistik", "Mobilya", "Kırtasiye", "Elektrik", "Tarım", "Ambalaj",
+    "Otomotiv", "Bilişim", "Danışmanlık", "Matbaacılık", "Soğutma", "İthalat İhracat",
+)
+COMPANY_FORMS = ("Ltd. Şti.", "A.Ş.", "San. ve Tic. Ltd. Şti.", "Tic. A.Ş.")
+TAX_OFFICES = (
+    "Kadıköy", "Boğaziçi Kurumlar", "Çankaya", "Karşıyaka", "Nilüfer", "Marmara Kurumlar", "Ulus", "Şişli", "Göztepe",
+)
+PRODUCTS = (
+    ("A4 fotokopi kağıdı", "koli"), ("Tükenmez kalem", "adet"), ("Laptop çantası", "adet"),
+    ("Çay (1 kg)", "paket"), ("Türk kahvesi", "paket"), ("Zeytinyağı 5 lt", "teneke"), ("Şeker", "kg"),
+    ("Ofis sandalyesi", "adet"), ("Çalışma masası", "adet"), ("Yazılım lisansı", "adet"),
+    ("Danışmanlık hizmeti", "saat"), ("Nakliye bedeli", "sefer"), ("Kablosuz fare", "adet"),
+    ("Güç kaynağı", "adet"), ("Temizlik malzemesi", "set"), ("Pamuklu gömlek", "adet"), ("Deri ayakkabı", "çift"),
+    ("Bakım ve onarım", "saat"), ("Ağ anahtarı (switch)", "adet"), ("Dolum hizmeti", "adet"),
+    ("Süt ürünleri", "kg"), ("Öğle yemeği", "kişi"), ("Kırmızı mercimek", "kg"), ("Yağlı boya", "kutu"),
+)
+RECEIPT_ITEMS = (
+    "EKMEK", "SÜT 1 LT", "YUMURTA 10'LU", "BEYAZ PEYNİR", "ÇAY 500 GR", "DOMATES", "SALATALIK", "ŞEKER 1 KG",
+    "PİRİNÇ 1 KG", "MAKARNA", "AYÇİÇEK YAĞI", "DETERJAN", "KAĞIT HAVLU", "SU 1,5 LT", "YOĞURT", "ZEYTİN",
+    "SİMİT", "ÇİKOLATA", "KÖFTE", "ÜZÜM", "ISPANAK", "SOĞAN",
+)
+ARTICLE_TITLES = (
+    "Şehirlerde Toplu Taşımanın Geleceği", "Kırsal Kalkınmada Yeni Yaklaşımlar", "Dijital Dönüşüm ve Küçük İşletmeler",
+    "Eğitimde Eşit Fırsatlar", "İklim Değişikliği ve Tarım", "Yerel Yönetimlerde Şeffaflık",
+    "Sağlıklı Beslenmenin Önemi", "Kültürel Mirasın Korunması", "Gençlik ve İstihdam", "Yenilenebilir Enerji Üzerine",
+)
+SECTION_TITLES = (
+    "Giriş", "Arka Plan", "Yöntem", "Bulgular", "Değerlendirme", "Sonuç", "Öneriler", "Tartışma", "Genel Bakış",
+    "Uygulama Örnekleri", "Kaynaklar ve Veriler",
+)
+LETTER_SUBJECTS = (
+    "Sözleşme yenilemesi hakkında", "Ödeme talebi", "Toplantı daveti", "Başvurunuz hakkında", "Bilgi talebi",
+    "Teklif mektubu", "Teşekkür", "Kira artışı bildirimi", "Staj başvurusu", "Şikâyet bildirimi",
+)
+SENTENCES = (
+    "Bu belge, taraflar arasında yapılan görüşmelerin özetini içermektedir.",
+    "Şirketimiz, müşteri memnuniyetini her zaman ön planda tutmaktadır.",
+    "Toplantı önümüzdeki çarşamba günü saat 14.00'te genel müdürlükte yapılacaktır.",
+    "Ödemenin en geç ay sonuna kadar yapılması gerekmektedir.",
+    "Gerekli belgelerin eksiksiz olarak teslim edilmesini rica ederiz.",
+    "Yapılan incelemede herhangi bir usulsüzlüğe rastlanmamıştır.",
+    "Öğrencilerin büyük çoğunluğu uzaktan eğitimden memnun olduğunu belirtti.",
+    "Kış aylarında ısınma giderleri önemli ölçüde artış göstermiştir.",
+    "Bölgedeki çiftçiler, kuraklık nedeniyle üretimin düştüğünü ifade ediyor.",
+    "İhracat rakamları geçen yılın aynı dönemine göre yüzde on iki yükseldi.",
+    "Çalışma saatleri dışında yapılan başvurular ertesi gün değerlendirilir.",
+    "Sözleşmenin süresi, imza tarihinden itibaren bir yıldır.",
+    "Ürünlerimiz iki yıl boyunca üretim hatalarına karşı garantilidir.",
+    "Gümrük işlemleri tamamlandıktan sonra sevkiyat başlayacaktır.",
+    "Kütüphane, hafta içi her gün sabah dokuzdan akşam altıya kadar açıktır.",
+    "Şikâyetinizi dikkatle inceledik ve gerekli önlemleri aldık.",
+    "Araştırmanın sonuçları, ilçedeki su tüketiminin arttığını gösteriyor.",
+    "Öğretmenler, yeni müfredatın uygulanmasında güçlük çektiklerini söyledi.",
+    "Faturanın bir kopyası muhasebe birimine iletilmiştir.",
+    "Lütfen bu formu doldurduktan sonra imzalayarak geri gönderiniz.",
+    "Belediye, parkların bakımı için ek bütçe ayırdığını açıkladı.",
+    "Yeni şube, şehrin kuzeyindeki alışveriş merkezinde hizmete girdi.",
+    "Işık kirliliği, gökyüzü gözlemlerini giderek zorlaştırmaktadır.",
+    "İşçilerin güvenliği için koruyucu ekipman kullanımı zorunludur.",
+    "Bu yıl düzenlenen fuara yirmi üç ülkeden katılımcı geldi.",
+    "Müşterilerimizin kişisel verileri yasal düzenlemelere uygun olarak saklanır.",
+    "Görüşlerinizi bizimle paylaştığınız için teşekkür ederiz.",
+    "Açık pozisyonlar için başvurular internet sitemiz üzerinden alınmaktadır.",
+    "Doğal gaz kesintisi nedeniyle üretim iki gün süreyle durduruldu.",
+    "Ücretsiz kargo kampanyası ay sonuna kadar geçerlidir.",
+    "Ağaçlandırma çalışmaları ilkbaharda yeniden başlayacak.",
+    "Çocukların okuma alışkanlığı kazanması için ailelere büyük görev düşüyor.",
+    "Raporun ekinde son üç yıla ait mali tablolar yer almaktadır.",
+    "Güzergâh üzerindeki yol çalışmaları nedeniyle gecikmeler yaşanabilir.",
+    "Ülkemizin dört bir yanından gelen gönüllüler etkinliğe katıldı.",
+    "İlçe sağlık müdürlüğü, aşı kampanyasının başarıyla tamamlandığını duyurdu.",
+    "Şirket yönetimi, çalışanlarına esnek çalışma imkânı sunmayı planlıyor.",
+    "Tarihî çarşıdaki dükkânlar restorasyon sonrası yeniden açıldı.",
+    "Düzenli egzersiz, kalp ve damar sağlığı için büyük önem taşır.",
+    "Öğle arasında çay ve simit ikram edilecektir.",
+    "Bu konudaki gelişmeler hakkında sizi bilgilendirmeye devam edeceğiz.",
+    "Komisyon, önerilen değişiklikleri oy birliğiyle kabul etti.",
+    "Yağışlı havalarda sürücülerin hızlarını düşürmeleri gerekir.",
+    "Kayıt yenileme işlemleri eylül ayının ilk haftasında yapılacaktır.",
+    "Sergide genç sanatçıların yağlı boya çalışmaları yer alıyor.",
+    "Kargo takip numarası kısa mesaj ile tarafınıza iletilecektir.",
+    "Hastanenin acil servisi yirmi dört saat hizmet vermektedir.",
+    "Yıllık izin talepleri en az iki hafta önceden bildirilmelidir.",
+)
+MONTHS = (
+    "Ocak", "Şubat", "Mart", "Nisan", "Mayıs", "Haziran", "Temmuz", "Ağustos", "Eylül", "Ekim", "Kasım", "Aralık",
+)
+WORDS = tuple(
+    sorted({word.strip(".,;:'()") for sentence in SENTENCES for word in sentence.split()} - {""})
+)
+
+
+def person(rng: random.Random) -> str:
+    return f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"
+
+
+def company(rng: random.Random) -> str:
+    return f"{rng.choice(COMPANY_WORDS)} {rng.choice(COMPANY_TRADES)} {rng.choice(COMPANY_FORMS)}"
+
+
+def address(rng: random.Random) -> str:
+    return (
+        f"{rng.choice(STREETS)} No: {rng.randint(1, 180)}/{rng.randint(1, 12)}, "
+        f"{rng.choice(DISTRICTS)} / {rng.choice(CITIES)}"
+    )
+
+
+def phone(rng: random.Random) -> str:
+    return f"0 (5{rng.randint(30, 59)}) {rng.randint(100, 999)} {rng.randint(10, 99)} {rng.randint(10, 99)}"
+
+
+def digits(rng: random.Random, count: int) -> str:
+    return str(rng.randint(1, 9)) + "".join(str(rng.randint(0, 9)) for _ in range(count - 1))
+
+
+def date(rng: random.Random) -> dt.date:
+    return dt.date(2019, 1, 1) + dt.timedelta(days=rng.randint(0, 2500))
+
+
+def long_date(day: dt.date) -> str:
+    """`5 Mart 2024`."""
+    return f"{day.day} {MONTHS[day.month - 1]} {day.year}"
+
+
+def short_date(day: dt.date) -> str:
+    """`05.03.2024`."""
+    return day.strftime("%d.%m.%Y")
+
+
+def money(kurus: int) -> str:
+    """An amount in kuruş as Turkish writes it: `1.234,56` (dot for thousands, comma for decimals)."""
+    lira, rest = divmod(kurus, 100)
+    return f"{lira:,}".replace(",", ".") + f",{rest:02d}"
+
+
+def money_in_words(kurus: int) -> str:
+    """`Yalnız bin iki yüz otuz dört Türk Lirası elli altı Kuruş` (num2words writes the words joined, as on cheques)."""
+    lira, rest = divmod(kurus, 100)
+    words = f"Yalnız {num2words(lira, lang='tr')} Türk Lirası"
+    return f"{words} {num2words(rest, lang='tr')} Kuruş" if rest else words
+
+
+def sentence(rng: random.Random) -> str:
+    return rng.choice(SENTENCES)
+
+
+def paragraph(rng: random.Random, sentences: tuple[int, int] = (2, 5)) -> str:
+    return " ".join(rng.sample(SENTENCES, rng.randint(*sentences)))
+
+
+def word(rng: random.Random) -> str:
+    """One token as it appears on documents: a word, a name, a place, a number, a date or an amount."""
+    source = rng.random()
+    if source < 0.55:
+        return rng.choice(WORDS)
+    if source < 0.7:
+        return rng.choice(FIRST_NAMES + LAST_NAMES)
+    if source < 0.8:
+        return rng.choice(CITIES + DISTRICTS)
+    if source < 0.87:
+        return money(rng.randint(100, 5_000_000))
+    if source < 0.94:
+        return short_date(date(rng))
+    return digits(rng, rng.randint(2, 11))

@@ -1,0 +1,96 @@
+"""The synthetic generator: deterministic, exact ground truth, Turkish glyphs, seeds kept apart."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+from fontTools.ttLib import TTFont
+
+from ocr_app.synth import (
+    BENCHMARK_SEEDS,
+    KINDS,
+    LEVELS,
+    check_training_seeds,
+    make_sample,
+    render_sample,
+    training_seeds,
+)
+from ocr_app.synth.render import FONTS_DIR
+from ocr_app.synth.text import money
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_same_seed_same_sample_and_different_seeds_differ(level):
+    image_a, text_a = render_sample(7, level=level)
+    image_b, text_b = render_sample(7, level=level)
+    assert text_a == text_b and image_a.tobytes() == image_b.tobytes()
+    assert image_a.mode == "RGB" and text_a.strip()
+    others = {render_sample(seed, level=level)[1] for seed in range(8, 14)}
+    assert len(others | {text_a}) > 3
+
+
+def test_rng_objects_advance_so_consecutive_samples_differ():
+    rng = random.Random(3)
+    first, second = render_sample(rng, level="line")[1], render_sample(rng, level="line")[1]
+    assert first != second
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pages_have_ink_and_markdown_structure(kind):
+    sample = make_sample(11, level="page", kind=kind, degradation="clean")
+    pixels = np.asarray(sample.image.convert("L"))
+    assert (pixels < 128).mean() > 0.005  # text was drawn
+    if kind in ("invoice", "receipt"):
+        assert re.search(r"^\| .* \|$", sample.markdown, re.MULTILINE)
+    if kind in ("article", "form", "invoice"):
+        assert sample.markdown.startswith("# ")
+
+
+def _amount(text: str) -> int:
+    return int(text.replace(".", "").replace(",", ""))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_invoice_totals_add_up(seed):
+    markdown = make_sample(seed, level="page", kind="invoice", degradation="clean").markdown
+    rows = [line.split(" | ") for line in markdown.splitlines() if re.match(r"^\| \d+ \|", line)]
+    line_totals = [_amount(row[-1].rstrip(" |")) for row in rows]
+    subtotal = _amount(re.search(r"Ara Toplam:\*\* ([\d.,]+) TL", markdown).group(1))
+    taxes = [_amount(value) for value in re.findall(r"KDV \(%\d+\):\*\* ([\d.,]+) TL", markdown)]
+    total = _amount(re.search(r"Genel Toplam:\*\* ([\d.,]+) TL", markdown).group(1))
+    assert sum(line_totals) == subtotal and subtotal + sum(taxes) == total
+
+
+def test_money_uses_turkish_separators():
+    assert money(123456789) == "1.234.567,89" and money(5) == "0,05"
+
+
+def test_bundled_fonts_cover_turkish_letters():
+    fonts = sorted(FONTS_DIR.glob("*.ttf"))
+    assert fonts and (FONTS_DIR / "LICENSE-DejaVu.txt").exists()
+    for path in fonts:
+        cmap = TTFont(path)["cmap"].getBestCmap()
+        assert all(ord(char) in cmap for char in "çğıİöşüÇĞÖŞÜâî"), path.name
+
+
+def test_benchmark_seeds_are_reserved():
+    reserved = BENCHMARK_SEEDS[0]
+    with pytest.raises(ValueError):
+        render_sample(reserved, level="word")
+    with pytest.raises(ValueError):
+        render_sample(5, level="word", benchmark=True)
+    assert render_sample(reserved, level="word", benchmark=True)[1]
+    with pytest.raises(ValueError):
+        check_training_seeds([1, 2, reserved + 5])
+    seeds = training_seeds(BENCHMARK_SEEDS.start - 1)
+    assert [next(seeds) for _ in range(2)] == [BENCHMARK_SEEDS.start - 1, BENCHMARK_SEEDS.stop]
+    check_training_seeds(range(100_000))
+
+
+def test_bad_arguments_are_refused():
+    for kwargs in ({"level": "chapter"}, {"kind": "poem"}, {"degradation": "burnt"}):
+        with pytest.raises(ValueError):
+            render_sample(1, **kwargs)
