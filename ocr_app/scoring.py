@@ -1,0 +1,146 @@
+"""How close a page's OCR text is to its ground truth.
+
+TurkishOCR-Bench's own scoring script is not public, so this is our score,
+stated exactly.  Both texts are first normalised (`normalize`):
+
+1. Unicode NFC;
+2. Markdown emphasis markers are dropped: `**`, `__`, and `*` or `_` runs that
+   open or close a word (`**KDV:**`, `_not_`); a `_` or `*` inside a word or
+   standing alone (`dosya_adi`, `2 * 3`) stays;
+3. table delimiter rows lose their alignment colons (`| ---: |` -> `| --- |`)
+   and spaces around `|` are dropped, so table spacing is not text;
+4. every run of whitespace (newlines included) becomes one space, ends trimmed;
+5. only when case is ignored: Turkish case folding (`I` -> `ı`, `İ` -> `i`,
+   then lower case), so `IŞIK` matches `ışık` and `İZMİR` matches `izmir`.
+
+Then, with Levenshtein distances from rapidfuzz (unit costs):
+
+* similarity = 100 * (1 - distance / max(len(prediction), len(reference))),
+  i.e. 100 * (1 - NED); two empty texts score 100;
+* CER = character distance / len(reference);
+* WER = distance between the lists of space-separated words / number of
+  reference words.
+CER and WER can exceed 1 when the prediction is much longer than the reference;
+both are 0 for an empty reference matched by an empty prediction, and 1 when
+only the reference is empty.
+
+Averages: per category the mean of its pages; overall both the mean of the
+category means (each category weighs the same) and the mean of all pages.
+A scorer is any function `(prediction, reference) -> PageScore`, so another
+definition can be plugged in without touching the runs or reports.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+
+from rapidfuzz.distance import Levenshtein
+
+_EMPHASIS = re.compile(r"\*\*|__|(?<![^\s\W])[*_]+(?=\S)|(?<=\S)[*_]+(?![^\s\W])")
+_DELIMITER_CELL = re.compile(r"(?<=\|)\s*:?-{3,}:?\s*(?=\|)")
+_PIPE_SPACE = re.compile(r"[ \t]*\|[ \t]*")
+_WHITESPACE = re.compile(r"\s+")
+_TURKISH_UPPER = str.maketrans({"I": "ı", "İ": "i"})
+
+
+@dataclass(frozen=True)
+class PageScore:
+    similarity: float  # 0-100, 100 = identical after normalisation
+    cer: float
+    wer: float
+
+
+Scorer = Callable[[str, str], PageScore]
+
+
+def turkish_casefold(text: str) -> str:
+    return text.translate(_TURKISH_UPPER).lower()
+
+
+def normalize(text: str, ignore_case: bool = False) -> str:
+    text = unicodedata.normalize("NFC", text)
+    text = _EMPHASIS.sub("", text)
+    text = _DELIMITER_CELL.sub("---", text)
+    text = _PIPE_SPACE.sub("|", text)
+    text = _WHITESPACE.sub(" ", text).strip()
+    return turkish_casefold(text) if ignore_case else text
+
+
+def _error_rate(distance: int, reference_length: int, prediction_length: int) -> float:
+    if reference_length:
+        return distance / reference_length
+    return 0.0 if prediction_length == 0 else 1.0
+
+
+def score_page(prediction: str, reference: str, ignore_case: bool = False) -> PageScore:
+    """The default scorer: 1 - NED as 0-100, CER and WER, on normalised text."""
+    predicted, expected = normalize(prediction, ignore_case), normalize(reference, ignore_case)
+    similarity = 100.0 * (1.0 - Levenshtein.normalized_distance(predicted, expected))
+    cer = _error_rate(Levenshtein.distance(predicted, expected), len(expected), len(predicted))
+    predicted_words, expected_words = predicted.split(), expected.split()
+    wer = _error_rate(
+        Levenshtein.distance(predicted_words, expected_words), len(expected_words), len(predicted_words)
+    )
+    return PageScore(similarity=similarity, cer=cer, wer=wer)
+
+
+def make_scorer(ignore_case: bool = False) -> Scorer:
+    return partial(score_page, ignore_case=ignore_case)
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    """Averages of page scores: per category, over categories, over pages."""
+
+    per_category: dict[str, PageScore]
+    pages_per_category: dict[str, int]
+    category_mean: PageScore
+    page_mean: PageScore
+    pages: int
+
+    def to_dict(self) -> dict:
+        def rounded(score: PageScore) -> dict:
+            return {"similarity": round(score.similarity, 3), "cer": round(score.cer, 5), "wer": round(score.wer, 5)}
+
+        return {
+            "score": round(self.category_mean.similarity, 3),
+            "category_mean": rounded(self.category_mean),
+            "page_mean": rounded(self.page_mean),
+            "pages": self.pages,
+            "per_category": {
+                name: {**rounded(score), "pages": self.pages_per_category[name]}
+                for name, score in self.per_category.items()
+            },
+        }
+
+
+def _mean(scores: list[PageScore]) -> PageScore:
+    count = len(scores)
+    if not count:
+        return PageScore(0.0, 0.0, 0.0)
+    return PageScore(
+        similarity=sum(s.similarity for s in scores) / count,
+        cer=sum(s.cer for s in scores) / count,
+        wer=sum(s.wer for s in scores) / count,
+    )
+
+
+def summarize(scored: Iterable[tuple[str, PageScore]]) -> ScoreSummary:
+    """Averages of (category, page score) pairs."""
+    by_category: dict[str, list[PageScore]] = defaultdict(list)
+    for category, score in scored:
+        by_category[category].append(score)
+    per_category = {name: _mean(scores) for name, scores in sorted(by_category.items())}
+    all_scores = [score for scores in by_category.values() for score in scores]
+    return ScoreSummary(
+        per_category=per_category,
+        pages_per_category={name: len(scores) for name, scores in sorted(by_category.items())},
+        category_mean=_mean(list(per_category.values())),
+        page_mean=_mean(all_scores),
+        pages=len(all_scores),
+    )
