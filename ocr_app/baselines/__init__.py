@@ -1,0 +1,1 @@
+"""Classical OCR engines scored beside the model, with the same pages and the same scorer."""

@@ -1,0 +1,216 @@
+"""Benchmark runs: the same pages at each number of drafts, scored, checked for unchanged output, and timed.
+
+One evaluation renders every selected page once (fitted to the model's pixel
+budget, as `ocr-read` would) and keeps the images in memory, so rendering is
+not timed.  Then, for each concurrency and each K in `drafts` (0 first, the
+reference), it reads one page untimed as warm-up and reads all pages timed.
+
+* The *unchanged check* compares each K > 0 run with the K = 0 run at the same
+  concurrency: the score of each, the share of pages whose text is identical,
+  and where differing pages first differ (character and token index).  It fails
+  when the score moves by more than the tolerance.
+* The *speed table* gives, per run, output tokens/s and pages/s over the run's
+  wall time, the speedup over K = 0 at the same concurrency (ratio of tok/s),
+  and the per-position acceptance and mean acceptance length summed over the
+  run's pages (`SpecDecodingStats`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from PIL import Image
+
+from ocr_app.engines import Engine, GenerationSettings, PageText
+from ocr_app.metrics import RunMetrics
+from ocr_app.scoring import PageScore, Scorer, ScoreSummary, summarize
+from ocr_app.tob import BenchmarkPage
+
+DIFF_CONTEXT = 40  # characters shown on each side of a first difference
+
+
+@dataclass
+class Run:
+    """All pages read once at one number of drafts and one concurrency."""
+
+    drafts: int
+    concurrency: int
+    outputs: dict[str, PageText]  # by page id
+    scores: dict[str, PageScore]  # by page id
+    summary: ScoreSummary
+    metrics: RunMetrics
+
+    @property
+    def label(self) -> str:
+        return f"K={self.drafts}, concurrency {self.concurrency}"
+
+
+@dataclass(frozen=True)
+class Difference:
+    page_id: str
+    char_index: int  # first differing character of the text
+    token_index: int  # first differing output token
+    reference_excerpt: str  # the K = 0 text around that point
+    drafted_excerpt: str
+
+
+@dataclass(frozen=True)
+class UnchangedCheck:
+    drafts: int
+    concurrency: int
+    reference_score: float
+    score: float
+    identical_pages: int
+    pages: int
+    differences: tuple[Difference, ...]
+    tolerance: float
+
+    @property
+    def score_delta(self) -> float:
+        return self.score - self.reference_score
+
+    @property
+    def identical_share(self) -> float:
+        return self.identical_pages / self.pages if self.pages else 1.0
+
+    @property
+    def passed(self) -> bool:
+        return abs(self.score_delta) <= self.tolerance
+
+
+@dataclass(frozen=True)
+class SpeedRow:
+    drafts: int
+    concurrency: int
+    pages: int
+    output_tokens: int
+    wall_s: float
+    tokens_per_s: float
+    pages_per_s: float
+    speedup: float  # tok/s over tok/s at K = 0, same concurrency
+    mean_acceptance_length: float | None
+    acceptance_per_position: tuple[float, ...]
+
+
+@dataclass
+class Evaluation:
+    runs: list[Run]
+    checks: list[UnchangedCheck]
+    speed: list[SpeedRow]
+    pages: list[BenchmarkPage] = field(repr=False)
+
+
+ProgressCallback = Callable[[str, int], None]  # (run label, pages done)
+
+
+def prepare_images(pages: Iterable[BenchmarkPage], budget) -> list[tuple[str, Image.Image]]:
+    return [(page.id, page.image(budget)) for page in pages]
+
+
+def read_run(
+    engine: Engine,
+    images: list[tuple[str, Image.Image]],
+    categories: dict[str, str],
+    references: dict[str, str],
+    settings: GenerationSettings,
+    concurrency: int,
+    scorer: Scorer,
+    on_page: ProgressCallback | None = None,
+) -> Run:
+    """Read every image once (timed as a whole) and score each page."""
+    metrics = RunMetrics()
+    outputs: dict[str, PageText] = {}
+    started = time.perf_counter()
+    for page_id, page_text in engine.read_many(iter(images), settings, concurrency):
+        outputs[page_id] = page_text
+        metrics.observe_page(page_text.metrics)
+        if on_page:
+            on_page(f"K={settings.drafts} c={concurrency}", len(outputs))
+    metrics.wall_s = time.perf_counter() - started
+    scores = {page_id: scorer(outputs[page_id].text, references[page_id]) for page_id, _ in images}
+    summary = summarize((categories[page_id], score) for page_id, score in scores.items())
+    return Run(settings.drafts, concurrency, outputs, scores, summary, metrics)
+
+
+def first_difference(a: str, b: str) -> int:
+    """Index of the first character where `a` and `b` differ (the shorter length if one is a prefix)."""
+    return len(os.path.commonprefix([a, b]))
+
+
+def compare_runs(reference: Run, drafted: Run, tolerance: float) -> UnchangedCheck:
+    differences = []
+    for page_id, expected in reference.outputs.items():
+        got = drafted.outputs[page_id]
+        if got.text == expected.text and got.token_ids == expected.token_ids:
+            continue
+        char_index = first_difference(expected.text, got.text)
+        start = max(0, char_index - DIFF_CONTEXT)
+        differences.append(Difference(
+            page_id=page_id,
+            char_index=char_index,
+            token_index=len(os.path.commonprefix([list(expected.token_ids), list(got.token_ids)])),
+            reference_excerpt=expected.text[start : char_index + DIFF_CONTEXT],
+            drafted_excerpt=got.text[start : char_index + DIFF_CONTEXT],
+        ))
+    pages = len(reference.outputs)
+    return UnchangedCheck(
+        drafts=drafted.drafts,
+        concurrency=drafted.concurrency,
+        reference_score=reference.summary.category_mean.similarity,
+        score=drafted.summary.category_mean.similarity,
+        identical_pages=pages - len(differences),
+        pages=pages,
+        differences=tuple(differences),
+        tolerance=tolerance,
+    )
+
+
+def speed_row(run: Run, reference: Run) -> SpeedRow:
+    spec = run.metrics.spec if run.drafts else None
+    base = reference.metrics.tokens_per_s
+    return SpeedRow(
+        drafts=run.drafts,
+        concurrency=run.concurrency,
+        pages=run.metrics.pages,
+        output_tokens=run.metrics.output_tokens,
+        wall_s=run.metrics.wall_s,
+        tokens_per_s=run.metrics.tokens_per_s,
+        pages_per_s=run.metrics.pages_per_s,
+        speedup=run.metrics.tokens_per_s / base if base else 0.0,
+        mean_acceptance_length=spec.mean_acceptance_length if spec else None,
+        acceptance_per_position=tuple(spec.acceptance_rate_per_position) if spec else (),
+    )
+
+
+def evaluate(
+    engine: Engine,
+    pages: list[BenchmarkPage],
+    images: list[tuple[str, Image.Image]],
+    drafts: list[int],
+    concurrencies: list[int],
+    max_tokens: int,
+    scorer: Scorer,
+    tolerance: float,
+    on_page: ProgressCallback | None = None,
+) -> Evaluation:
+    """Every (concurrency, K) run, then the unchanged checks and the speed table against K = 0."""
+    drafts = sorted(set(drafts) | {0})
+    categories = {page.id: page.category for page in pages}
+    references = {page.id: page.reference for page in pages}
+    runs, checks, speed = [], [], []
+    for concurrency in concurrencies:
+        by_drafts: dict[int, Run] = {}
+        for k in drafts:
+            settings = GenerationSettings(max_tokens=max_tokens, drafts=k)
+            engine.read(images[0][1], settings)  # warm-up, not timed
+            by_drafts[k] = read_run(engine, images, categories, references, settings, concurrency, scorer, on_page)
+        reference = by_drafts[0]
+        for k in drafts:
+            runs.append(by_drafts[k])
+            speed.append(speed_row(by_drafts[k], reference))
+            if k:
+                checks.append(compare_runs(reference, by_drafts[k], tolerance))
+    return Evaluation(runs=runs, checks=checks, speed=speed, pages=pages)
