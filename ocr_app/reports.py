@@ -177,6 +177,7 @@ def render_chart(evaluation: Evaluation, path: Path) -> None:
     for concurrency in sorted({row.concurrency for row in evaluation.speed}):
         rows = [row for row in evaluation.speed if row.concurrency == concurrency]
         left.plot([r.drafts for r in rows], [r.speedup for r in rows], marker="o", label=f"concurrency {concurrency}")
+    left.set_xticks(sorted({row.drafts for row in evaluation.speed}))
     left.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     left.set(title="Speedup over no MTP", xlabel="drafts per step (K)", ylabel="speedup (x)")
     left.legend()
@@ -185,6 +186,8 @@ def render_chart(evaluation: Evaluation, path: Path) -> None:
         positions = range(1, len(row.acceptance_per_position) + 1)
         right.plot(positions, [100 * r for r in row.acceptance_per_position], marker="o",
                    label=f"K={row.drafts}, c={row.concurrency}")
+    if drafted:
+        right.set_xticks(range(1, max(len(row.acceptance_per_position) for row in drafted) + 1))
     right.set(title="Acceptance by draft position", xlabel="draft position", ylabel="accepted (%)", ylim=(0, 105))
     if drafted:
         right.legend()

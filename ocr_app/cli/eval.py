@@ -67,7 +67,6 @@ def tob(
     ignore_case: Annotated[bool, typer.Option(help="Score with Turkish case folding.")] = False,
 ) -> None:
     """Score, unchanged-output check and speed table on TurkishOCR-Bench style data."""
-    quiet_libraries()
     with report_errors():
         draft_counts = sorted(set(parse_counts(drafts, "--drafts", 0)) | {0})
         concurrencies = parse_counts(concurrency, "--concurrency", 1)
@@ -80,6 +79,7 @@ def tob(
         tokens = max_tokens or preset.max_tokens
         scorer = make_scorer(ignore_case)
         images = prepare_images(pages, preset.pixels)
+        quiet_libraries()
         started = time.perf_counter()
         reader = make_engine(engine, preset)
         engine_start_s = time.perf_counter() - started
