@@ -23,7 +23,7 @@ class BaselineResult:
 
 
 def setup_name(drafts: int) -> str:
-    return "No MTP" if drafts == 0 else f"head, {drafts} drafts"
+    return "No MTP" if drafts == 0 else f"head, {drafts} draft{'s' if drafts > 1 else ''}"
 
 
 def _percent(value: float) -> str:
@@ -64,6 +64,10 @@ def render_markdown(evaluation: Evaluation, info: dict, baseline: BaselineResult
             f"{baseline.summary.page_mean.similarity:.2f} | {baseline.summary.page_mean.cer:.4f} | "
             f"{baseline.summary.page_mean.wer:.4f} | | | |"
         )
+    if baseline is not None:
+        rate = len(baseline.texts) / baseline.wall_s if baseline.wall_s else 0.0
+        lines += ["", f"{baseline.name} read the pages at their original resolution in {baseline.wall_s:.1f} s "
+                  f"({rate:.2f} pages/s, one process per core)."]
     if skipped:
         lines += ["", f"Baseline skipped: {skipped}."]
     lines += ["", *_category_table(evaluation.runs, baseline), "", *_speed_tables(evaluation.speed)]

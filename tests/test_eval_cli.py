@@ -116,7 +116,7 @@ def test_cli_with_drafts_keeps_output_unchanged(hf_engine, tiny_model_dir, tmp_p
         pytest.skip("the hf engine has no MTP drafting on this branch yet")
     out = tmp_path / "report"
     done = _eval([str(TOB_MINI), "--model", str(tiny_model_dir), "--drafts", "0,1,3", "--limit", "2",
-                  "--max-tokens", "8", "-o", str(out)], tmp_path)
+                  "--max-tokens", "6", "-o", str(out)], tmp_path)
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert [check["identical_pages"] for check in report["unchanged_checks"]] == [2, 2]
