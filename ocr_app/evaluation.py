@@ -2,8 +2,9 @@
 
 One evaluation renders every selected page once (fitted to the model's pixel
 budget, as `ocr-read` would) and keeps the images in memory, so rendering is
-not timed.  Then, for each concurrency and each K in `drafts` (0 first, the
-reference), it reads one page untimed as warm-up and reads all pages timed.
+not timed.  Then, for each K in `drafts` (0 first, the reference), it reads
+one page untimed as warm-up (an engine that fixes K at start restarts here)
+and then all pages, timed, at each concurrency.
 
 * The *unchanged check* compares each K > 0 run with the K = 0 run at the same
   concurrency: the score of each, the share of pages whose text is identical,
@@ -101,6 +102,7 @@ class Evaluation:
     checks: list[UnchangedCheck]
     speed: list[SpeedRow]
     pages: list[BenchmarkPage] = field(repr=False)
+    warmup_s: dict[int, float] = field(default_factory=dict)  # per K: warm-up page, plus any engine restart
 
 
 ProgressCallback = Callable[[str, int], None]  # (run label, pages done)
@@ -200,17 +202,22 @@ def evaluate(
     drafts = sorted(set(drafts) | {0})
     categories = {page.id: page.category for page in pages}
     references = {page.id: page.reference for page in pages}
+    done: dict[tuple[int, int], Run] = {}
+    warmup_s: dict[int, float] = {}
+    for k in drafts:  # K outermost: an engine that fixes K at start (vLLM) restarts once per K
+        settings = GenerationSettings(max_tokens=max_tokens, drafts=k)
+        started = time.perf_counter()
+        engine.read(images[0][1], settings)  # warm-up (and any restart for this K), not timed
+        warmup_s[k] = time.perf_counter() - started
+        for concurrency in concurrencies:
+            done[k, concurrency] = read_run(engine, images, categories, references, settings, concurrency, scorer,
+                                            on_page)
     runs, checks, speed = [], [], []
     for concurrency in concurrencies:
-        by_drafts: dict[int, Run] = {}
+        reference = done[0, concurrency]
         for k in drafts:
-            settings = GenerationSettings(max_tokens=max_tokens, drafts=k)
-            engine.read(images[0][1], settings)  # warm-up, not timed
-            by_drafts[k] = read_run(engine, images, categories, references, settings, concurrency, scorer, on_page)
-        reference = by_drafts[0]
-        for k in drafts:
-            runs.append(by_drafts[k])
-            speed.append(speed_row(by_drafts[k], reference))
+            runs.append(done[k, concurrency])
+            speed.append(speed_row(done[k, concurrency], reference))
             if k:
-                checks.append(compare_runs(reference, by_drafts[k], tolerance))
-    return Evaluation(runs=runs, checks=checks, speed=speed, pages=pages)
+                checks.append(compare_runs(reference, done[k, concurrency], tolerance))
+    return Evaluation(runs=runs, checks=checks, speed=speed, pages=pages, warmup_s=warmup_s)

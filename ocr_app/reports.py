@@ -71,6 +71,8 @@ def render_markdown(evaluation: Evaluation, info: dict, baseline: BaselineResult
     if skipped:
         lines += ["", f"Baseline skipped: {skipped}."]
     lines += ["", *_category_table(evaluation.runs, baseline), "", *_speed_tables(evaluation.speed)]
+    warmups = ", ".join(f"K={k} {seconds:.1f} s" for k, seconds in evaluation.warmup_s.items())
+    lines += [f"Warm-up per K (one page, plus any engine restart for that K; not timed): {warmups}.", ""]
     lines += _difference_list(evaluation.checks)
     return "\n".join(lines) + "\n"
 
@@ -164,6 +166,7 @@ def render_json(evaluation: Evaluation, info: dict, baseline: BaselineResult | N
             "name": baseline.name, "score": baseline.summary.to_dict(), "wall_s": round(baseline.wall_s, 3),
             "pages_per_s": round(len(baseline.texts) / baseline.wall_s, 4) if baseline.wall_s else 0.0,
         },
+        "warmup_s": {str(k): round(seconds, 3) for k, seconds in evaluation.warmup_s.items()},
         "baseline_skipped": skipped,
         "pages": pages,
     }
