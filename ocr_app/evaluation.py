@@ -3,8 +3,9 @@
 One evaluation renders every selected page once (fitted to the model's pixel
 budget, as `ocr-read` would) and keeps the images in memory, so rendering is
 not timed.  Then, for each K in `drafts` (0 first, the reference), it reads
-one page untimed as warm-up (an engine that fixes K at start restarts here)
-and then all pages, timed, at each concurrency.
+the first min(8, highest concurrency) pages at that concurrency as an untimed
+warm-up (an engine that fixes K at start restarts here, and batched shapes get
+warm), then all pages, timed, at each concurrency.
 
 * The *unchanged check* compares each K > 0 run with the K = 0 run at the same
   concurrency: the score of each, the share of pages whose text is identical,
@@ -31,6 +32,7 @@ from ocr_app.scoring import PageScore, Scorer, ScoreSummary, summarize
 from ocr_app.tob import BenchmarkPage
 
 DIFF_CONTEXT = 40  # characters shown on each side of a first difference
+MAX_WARMUP_PAGES = 8
 
 
 @dataclass
@@ -203,11 +205,13 @@ def evaluate(
     categories = {page.id: page.category for page in pages}
     references = {page.id: page.reference for page in pages}
     done: dict[tuple[int, int], Run] = {}
+    warmup_pages = min(len(images), max(concurrencies), MAX_WARMUP_PAGES)
     warmup_s: dict[int, float] = {}
     for k in drafts:  # K outermost: an engine that fixes K at start (vLLM) restarts once per K
         settings = GenerationSettings(max_tokens=max_tokens, drafts=k)
         started = time.perf_counter()
-        engine.read(images[0][1], settings)  # warm-up (and any restart for this K), not timed
+        for _ in engine.read_many(iter(images[:warmup_pages]), settings, warmup_pages):  # and any restart for K
+            pass
         warmup_s[k] = time.perf_counter() - started
         for concurrency in concurrencies:
             done[k, concurrency] = read_run(engine, images, categories, references, settings, concurrency, scorer,

@@ -72,7 +72,7 @@ def render_markdown(evaluation: Evaluation, info: dict, baseline: BaselineResult
         lines += ["", f"Baseline skipped: {skipped}."]
     lines += ["", *_category_table(evaluation.runs, baseline), "", *_speed_tables(evaluation.speed)]
     warmups = ", ".join(f"K={k} {seconds:.1f} s" for k, seconds in evaluation.warmup_s.items())
-    lines += [f"Warm-up per K (one page, plus any engine restart for that K; not timed): {warmups}.", ""]
+    lines += [f"Warm-up per K (a few pages, plus any engine restart for that K; not timed): {warmups}.", ""]
     lines += _difference_list(evaluation.checks)
     return "\n".join(lines) + "\n"
 
