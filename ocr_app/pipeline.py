@@ -115,7 +115,7 @@ def read_pages(
     page_failures: list[tuple[Path, int, str]] = []
 
     def page_images() -> Iterator[tuple[PageKey, Image.Image]]:
-        for entry in pending.values():
+        for entry in list(pending.values()):  # a snapshot: `settle` removes finished documents meanwhile
             rendered = 0
             try:
                 for page in iter_pages(entry.document, entry.numbers, job.model.pixels, job.dpi):

@@ -211,7 +211,8 @@ class _Run:
                 self.summary.failed.append((source, row.error or "failed"))
                 continue
             if not empty:
-                original = self.store.done_with_hash(digest, self.key) or first_with_hash.get(digest)
+                done_before = self.store.done_with_hash(digest, self.key)
+                original = done_before.source if done_before is not None else first_with_hash.get(digest)
                 if original is not None and original != source:
                     duplicates[source] = original
                     continue
