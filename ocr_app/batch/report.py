@@ -47,8 +47,8 @@ class BatchDisplay:
     def __exit__(self, *exc) -> None:
         self.progress.stop()
 
-    def on_documents(self, total: int, already_done: int) -> None:
-        self.progress.update(self.documents, total=total, completed=already_done)
+    def on_documents(self, total: int) -> None:
+        self.progress.update(self.documents, total=total)
 
     def on_planned(self, pages: int) -> None:
         task = self.progress.tasks[self.pages]

@@ -71,7 +71,7 @@ class BatchOptions:
 class BatchEvents:
     """Callbacks for a shell (progress bar, JSON log); all optional."""
 
-    on_documents: Callable[[int, int], None] = lambda total, already_done: None
+    on_documents: Callable[[int], None] = lambda total: None
     on_planned: Callable[[int], None] = lambda pages: None
     on_page: Callable[[Path, PageResult, int], None] = lambda source, page, attempts: None
     on_document: Callable[[Path, str], None] = lambda source, status: None
@@ -176,13 +176,14 @@ class _Run:
         self.summary.duplicates.append((source, original))
         self.events.on_document(source, DUPLICATE)
 
-    def triage(self, targets: dict[Path, Path]) -> tuple[list[Path], dict[Path, Path], int]:
-        """Sort documents into: to read, duplicates (-> original), and how many are already done."""
+    def triage(self, targets: dict[Path, Path], stop: threading.Event) -> tuple[list[Path], dict[Path, Path]]:
+        """Sort documents into: to read, and duplicates (-> original); settle the rest (skipped, failed before)."""
         to_read: list[Path] = []
         duplicates: dict[Path, Path] = {}
         first_with_hash: dict[str, Path] = {}
-        already_done = 0
         for source, target in targets.items():
+            if stop.is_set():
+                break
             output = target.relative_to(self.options.output_dir)
             try:
                 digest = content_hash(source)
@@ -198,17 +199,16 @@ class _Run:
             elif row.output != output:  # e.g. another --format: same pages, another file
                 self.store.set_document(source, row.status, output=output, error=row.error, duplicate_of=row.duplicate_of)
             if row.status == DONE and self.output_path(output).exists():
-                self.summary.skipped.append(source)
-                already_done += 1
+                self.skip(source)
                 continue
             if row.status == DUPLICATE and self.output_path(output).exists():
                 original = self.store.document(row.duplicate_of)
                 if original is not None and original.status == DONE and original.content_hash == digest:
-                    self.summary.skipped.append(source)
-                    already_done += 1
+                    self.skip(source)
                     continue
             if row.status in (FAILED, PARTIAL) and not self.options.retry_failed:
                 self.summary.failed.append((source, row.error or "failed"))
+                self.events.on_document(source, row.status)
                 continue
             if not empty:
                 done_before = self.store.done_with_hash(digest, self.key)
@@ -218,11 +218,18 @@ class _Run:
                     continue
                 first_with_hash[digest] = source
             to_read.append(source)
-        return to_read, duplicates, already_done
+        return to_read, duplicates
 
-    def open(self, to_read: list[Path]) -> dict[Path, tuple[Document, list[int]]]:
+    def skip(self, source: Path) -> None:
+        self.summary.skipped.append(source)
+        self.events.on_document(source, "skipped")
+
+    def open(self, to_read: list[Path], stop: threading.Event) -> dict[Path, tuple[Document, list[int]]]:
         planned: dict[Path, tuple[Document, list[int]]] = {}
         for source in to_read:
+            if stop.is_set():
+                self.summary.pending.append(source)
+                continue
             try:
                 document, numbers = plan_document(source, self.job)
             except InputError as exc:
@@ -268,6 +275,12 @@ class _Run:
         self.summary.pending.extend(source for source in planned if source not in finished)
 
 
+def remove_cut_off_writes(output_dir: Path) -> None:
+    """Temp files of `write_atomic` left by a crash in the middle of writing an output."""
+    for leftover in output_dir.rglob(".*.part"):
+        leftover.unlink(missing_ok=True)
+
+
 def run_batch(
     targets: dict[Path, Path],
     engine: Engine,
@@ -281,9 +294,10 @@ def run_batch(
     failed or (after a stop) pending, and say which is which."""
     run = _Run(engine, job, store, options, events or BatchEvents())
     stop = stop or threading.Event()
-    to_read, duplicates, already_done = run.triage(targets)
-    run.events.on_documents(len(targets), already_done)
-    planned = run.open(to_read)
+    run.events.on_documents(len(targets))
+    remove_cut_off_writes(options.output_dir)
+    to_read, duplicates = run.triage(targets, stop)
+    planned = run.open(to_read, stop)
     run.read(planned, stop)
     for source, original in duplicates.items():
         run.copy_duplicate(source, original)
