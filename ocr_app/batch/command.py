@@ -77,7 +77,9 @@ def read_folder(
             retry_failed=retry_failed,
             allow_partial=settings.allow_partial,
             max_attempts=max_attempts,
-            run_info={"model": job.model.name, "engine": settings.engine, "mode": job.mode.name, "drafts": job.settings.drafts},
+            run_info={
+                "model": job.model.name, "engine": settings.engine, "mode": job.mode.name, "drafts": job.settings.drafts
+            },
         )
         engine = make_engine(settings.engine, job.model)
         try:

@@ -94,7 +94,7 @@ def batch_events(console: Console, log_path: Path | None) -> Iterator[BatchEvent
             yield BatchEvents(
                 on_documents=display.on_documents,
                 on_planned=display.on_planned,
-                on_page=lambda source, page, attempts: (display.on_page(source, page, attempts), log.on_page(source, page, attempts)),
+                on_page=lambda *page_read: (display.on_page(*page_read), log.on_page(*page_read)),
                 on_document=display.on_document,
             )
         finally:

@@ -158,8 +158,9 @@ class _Run:
         if not self.options.allow_partial:
             self.fail(source, error)
             return
-        pages = [stored[n].result() for n in numbers]
-        self.write(source, [page if page.ok else PageResult(page.number, placeholder(page), page.metrics, page.error) for page in pages], row.output)
+        pages = [stored[n].result() if n in stored else PageResult(n, "", error="not read") for n in numbers]
+        shown = [page if page.ok else PageResult(page.number, placeholder(page), page.metrics, page.error) for page in pages]
+        self.write(source, shown, row.output)
         self.fail(source, error, status=PARTIAL)
 
     def copy_duplicate(self, source: Path, original: Path) -> None:
