@@ -37,18 +37,31 @@ class Page:
 
 def fit_to_budget(width: int, height: int, budget: PixelBudget) -> tuple[int, int]:
     """The (width, height) closest to the original aspect with sides multiples of
-    `budget.factor` and min_pixels <= width*height <= max_pixels."""
+    `budget.factor` and width*height within [min_pixels, max_pixels].
+
+    Sizes inside the budget are rounded to the grid; larger ones are scaled down
+    and floored, smaller ones scaled up and ceiled, so rounding never leaves the
+    budget.  Only absurd aspect ratios (a 20000x1 strip) can end below min_pixels.
+    """
     factor = budget.factor
-    new_w = max(factor, round(width / factor) * factor)
-    new_h = max(factor, round(height / factor) * factor)
+    area = width * height
+
+    def snap(scale: float, to_grid) -> tuple[int, int]:
+        return (
+            max(factor, to_grid(width * scale / factor) * factor),
+            max(factor, to_grid(height * scale / factor) * factor),
+        )
+
+    new_w, new_h = snap(1.0, round)
     if new_w * new_h > budget.max_pixels:
-        scale = math.sqrt(width * height / budget.max_pixels)
-        new_w = max(factor, math.floor(width / scale / factor) * factor)
-        new_h = max(factor, math.floor(height / scale / factor) * factor)
+        new_w, new_h = snap(math.sqrt(budget.max_pixels / area), math.floor)
     elif new_w * new_h < budget.min_pixels:
-        scale = math.sqrt(budget.min_pixels / (width * height))
-        new_w = math.ceil(width * scale / factor) * factor
-        new_h = math.ceil(height * scale / factor) * factor
+        new_w, new_h = snap(math.sqrt(budget.min_pixels / area), math.ceil)
+    if new_w * new_h > budget.max_pixels:  # the factor-sized floor on a thin side can overshoot
+        if new_w >= new_h:
+            new_w = max(factor, budget.max_pixels // new_h // factor * factor)
+        else:
+            new_h = max(factor, budget.max_pixels // new_w // factor * factor)
     return new_w, new_h
 
 
