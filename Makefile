@@ -24,8 +24,8 @@ $(TINY)/config.json: $(STAMP) ocr_app/testing/tiny_model.py
 	$(PY) -m ocr_app.testing.tiny_model $(TINY)
 
 demo: $(STAMP) $(TINY)/config.json
-	$(VENV)/bin/ocr-read samples/fatura.pdf --model $(TINY) -o out.md
-	@echo "wrote out.md"
+	$(VENV)/bin/ocr-read samples/fatura.pdf --drafts 0 -o out.md
+	@head -c 600 out.md
 
 test: $(STAMP)
 	$(PY) -m pytest
