@@ -21,8 +21,7 @@ import pytest
 
 from ocr_app.batch.state import STATE_FILE
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_PDF = PROJECT_ROOT / "samples" / "fatura.pdf"
+from .conftest import PROJECT_ROOT, SAMPLE_PDF
 
 # One torch thread per run: the tiny model is fastest so, and test machines are shared.
 ENV = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "OMP_NUM_THREADS": "1"}

@@ -8,9 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from .conftest import PROJECT_ROOT
 
 # A stand-in for a run that is busy reading: it loops until asked to stop, then takes its time to wind down.
 BUSY = textwrap.dedent(
