@@ -69,22 +69,22 @@ def serve(
             model_preset = load_model_preset(model or default_model_name())
             reader = make_engine(engine, model_preset)
             try:
-                _serve(reader, engine, model_preset, host, port, max_pages, max_upload_mb, upload_root, work_root)
+                from ui.app import CSS, Limits, build_app  # Gradio only once its environment is set
+
+                limits = Limits(max_pages=max_pages, max_upload_mb=max_upload_mb)
+                blocks = build_app(reader, engine, model_preset, limits, upload_root, work_root)
+                if not _is_loopback(host):
+                    print(f"warning: listening on {host}: anyone who can reach this port can use the UI", file=sys.stderr)
+                print(f"ocr-ui: {model_preset.name} on {engine}, serving http://{host}:{port} (Ctrl+C stops)", file=sys.stderr)
+                _launch(blocks.queue(max_size=64), host, port, max_upload_mb, CSS)
             finally:
                 reader.close()
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
 
 
-def _serve(reader, engine_name, model_preset, host, port, max_pages, max_upload_mb, upload_root, work_root) -> None:
-    from ui.app import Limits, build_app
-
-    limits = Limits(max_pages=max_pages, max_upload_mb=max_upload_mb)
-    blocks = build_app(reader, engine_name, model_preset, limits, upload_root, work_root)
-    blocks.queue(max_size=64)
-    if not _is_loopback(host):
-        print(f"warning: listening on {host}: anyone who can reach this port can use the UI", file=sys.stderr)
-    print(f"ocr-ui: {model_preset.name} on {engine_name}, serving http://{host}:{port} (Ctrl+C stops)", file=sys.stderr)
+def _launch(blocks, host: str, port: int, max_upload_mb: float, css: str) -> None:
+    """Serve until Ctrl+C or SIGTERM: no share link, no server-side rendering, no MCP, no PWA."""
     try:
         blocks.launch(
             server_name=host,
@@ -96,6 +96,7 @@ def _serve(reader, engine_name, model_preset, host, port, max_pages, max_upload_
             mcp_server=False,
             enable_monitoring=False,
             quiet=True,
+            css=css,
         )
     except OSError as exc:  # the port is taken, or the address is not ours
         raise OcrError(f"cannot serve on {host}:{port}: {str(exc).splitlines()[0]}") from None

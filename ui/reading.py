@@ -115,8 +115,7 @@ def describe_uploads(uploads: list[Upload]) -> tuple[list[tuple[Image.Image, str
             lines.append(f"**error:** {upload.message(exc)}")
             continue
         kind = "PDF" if document.kind == "pdf" else (document.image_format or "image")
-        plural = "s" if document.page_count != 1 else ""
-        lines.append(f"{upload.name}: {kind}, {document.page_count} page{plural}")
+        lines.append(f"{upload.name}: {kind}, {_count(document.page_count, 'page')}")
     return thumbs, lines
 
 
@@ -325,12 +324,17 @@ def status_markdown(reading: Reading) -> str:
     if reading.finished is None:
         current = reading.pages.get(reading.current) if reading.current else None
         where = f" {current.label}" if current is not None and not current.done else ""
-        lines.insert(0, f"Reading{where} ({done_pages} of {len(reading.pages)} pages done)…")
+        lines.insert(0, f"Reading{where} ({done_pages} of {_count(len(reading.pages), 'page')} done)…")
     else:
         documents = sum(document.done for document in reading.documents)
         seconds = reading.finished - reading.started
-        lines.insert(0, f"Done: {done_pages} pages from {documents} documents in {seconds:.1f} s.")
+        read = f"{_count(done_pages, 'page')} from {_count(documents, 'document')}" if done_pages else "nothing was read"
+        lines.insert(0, f"Done: {read} in {seconds:.1f} s.")
     return "\n\n".join(lines)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _spec_cells(drafts: int, spec: SpecDecodingStats | None) -> str:
