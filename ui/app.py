@@ -31,8 +31,8 @@ from ui.reading import (
 )
 
 EMPTY_STATUS = "Drop PDFs or images above, then press **Read**."
-# Figures tables: keep numbers and headers on one line each.
-CSS = "#figures th, #figures td { white-space: nowrap; word-break: normal; }"
+# Figures tables: numbers on one line, headers wrapped between words only.
+CSS = "#figures td { white-space: nowrap; } #figures th { word-break: normal; }"
 
 
 @dataclass(frozen=True)
