@@ -16,7 +16,7 @@ from ocr_app.engines.hf import HFEngine
 from ocr_app.errors import InputError
 from ocr_app.outputs import DocumentResult, render_markdown
 from ocr_app.pipeline import ReadJob, read_documents
-from ui.testing import find_chromium, launch_chromium, read_in_page, serve
+from ui.testing import choose_page, find_chromium, launch_chromium, read_in_page, serve
 
 pytestmark = pytest.mark.slow
 CHROMIUM = find_chromium()
@@ -70,12 +70,6 @@ def page(browser, ui_url):
 
 def raw_text(page) -> str:
     return page.locator("#page-raw textarea").input_value()
-
-
-def choose_page(page, label: str) -> None:
-    page.locator("#page-select input").click()
-    page.get_by_role("option", name=label).click()
-    page.locator("#page-select input").blur()
 
 
 def download(page, name: str, folder: Path) -> Path:

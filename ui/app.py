@@ -32,7 +32,7 @@ from ui.reading import (
 
 EMPTY_STATUS = "Drop PDFs or images above, then press **Read**."
 # Figures tables: numbers on one line, headers wrapped between words only.
-CSS = "#figures td { white-space: nowrap; } #figures th { word-break: normal; }"
+CSS = "#figures td { white-space: nowrap; } #figures th { word-break: normal !important; overflow-wrap: normal !important; }"
 
 
 @dataclass(frozen=True)

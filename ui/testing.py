@@ -106,3 +106,10 @@ def read_in_page(page, files: list[Path], drafts: int = 0) -> str:
         timeout=READ_TIMEOUT_MS,
     )
     return status.inner_text()
+
+
+def choose_page(page, label: str) -> None:
+    """Pick a page in the page selector, as a user does."""
+    page.locator("#page-select input").click()
+    page.get_by_role("option", name=label).click()
+    page.locator("#page-select input").blur()
