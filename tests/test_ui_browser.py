@@ -32,7 +32,7 @@ sync_api = pytest.importorskip("playwright.sync_api")
 @pytest.fixture(scope="module")
 def ui_url(predictable_model_dir, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("ocr-ui-browser")
-    with serve(predictable_model_dir, workdir) as url:
+    with serve(predictable_model_dir, workdir, "--max-upload-mb", "1") as url:
         yield url
 
 
@@ -121,6 +121,11 @@ def test_bad_uploads_show_the_library_message_then_a_good_file_reads(page, expec
         assert message in status
 
     page.locator("#uploads button[aria-label='Clear']").click()
+    big = tmp_path / "big.pdf"
+    big.write_bytes(SAMPLE_PDF.read_bytes() + b"\0" * 1024 * 1024)
+    page.locator("#uploads input[type=file]").set_input_files([str(big)])
+    page.get_by_text('File(s) exceed the maximum allowed size of 1.0 Mb: "big.pdf"').wait_for()
+
     page.locator("#pages input, #pages textarea").first.fill("1")
     status = read_in_page(page, [SAMPLE_PDF], drafts=0)
     assert status.startswith("Done: 1 page from 1 document") and "error" not in status
