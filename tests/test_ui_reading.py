@@ -78,18 +78,21 @@ def test_page_range_applies_to_pdfs_and_the_page_limit_to_the_request(upload_roo
 
 
 def test_a_request_writes_what_ocr_read_writes(hf_engine, tiny_preset, tmp_path):
+    """Two uploads of the same name are told apart; each gets the files `ocr-read` would write."""
     job = job_for(tiny_preset, pages="1")
-    planned, _ = plan_documents([Upload(SAMPLE_PDF)], job, max_pages=10)
+    planned, _ = plan_documents([Upload(SAMPLE_PDF), Upload(SAMPLE_PDF)], job, max_pages=10)
     reading = Reading(model=tiny_preset.name, engine="hf", mode="low-latency", drafts=0)
     lock = threading.Lock()
 
     states = [status_markdown(state) for state in run_reading(planned, hf_engine, lock, reading, tmp_path)]
 
     [result] = read_documents([SAMPLE_PDF], hf_engine, job)
-    assert Path(reading.downloads[0]).read_text(encoding="utf-8") == render_markdown(result)
-    assert [Path(path).name for path in reading.downloads] == ["fatura.md", "fatura.json"]
-    assert reading.pages["fatura.pdf · page 1"].text == result.pages[0].text
-    assert states[-1].startswith("Done: 1 page from 1 document")
+    assert [Path(path).name for path in reading.downloads] == ["fatura.md", "fatura.json", "fatura-2.md", "fatura-2.json"]
+    for markdown in (reading.downloads[0], reading.downloads[2]):
+        assert Path(markdown).read_text(encoding="utf-8") == render_markdown(result)
+    assert list(reading.pages) == ["fatura.pdf · page 1", "fatura-2.pdf · page 1"]
+    assert reading.pages["fatura-2.pdf · page 1"].text == result.pages[0].text
+    assert states[-1].startswith("Done: 2 pages from 2 documents")
     assert lock.acquire(blocking=False)
 
 

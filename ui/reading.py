@@ -128,18 +128,19 @@ def page_image(upload: Upload, number: int) -> Image.Image | None:
         return None
 
 
+def page_label(title: str, number: int) -> str:
+    return f"{title} · page {number}"
+
+
 @dataclass
 class PageEntry:
     upload: Upload
+    label: str
     number: int
     text: str = ""
     metrics: PageMetrics | None = None
     error: str | None = None
     started: float | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.upload.name} · page {self.number}"
 
     @property
     def done(self) -> bool:
@@ -149,6 +150,7 @@ class PageEntry:
 @dataclass
 class DocumentEntry:
     upload: Upload
+    title: str  # the upload's name, numbered when two uploads share it
     pages: int
     metrics: RunMetrics = field(default_factory=RunMetrics)
     done: bool = False
@@ -231,7 +233,7 @@ def _unique_name(name: str, taken: set[str]) -> str:
 def _write_downloads(reading: Reading, upload: Upload, result: DocumentResult, out_dir: Path, taken: set[str]) -> None:
     """The files `ocr-read` writes for this document, named after the upload."""
     named = dataclasses.replace(result, source=Path(upload.name))
-    stem = _unique_name(Path(upload.name).stem, taken)
+    stem = _unique_name(Path(upload.name).stem, taken)  # fatura.pdf and fatura.png both read: fatura, fatura-2
     for suffix, text in ((".md", render_markdown(named)), (".json", render_json(named, reading.run_info))):
         path = out_dir / f"{stem}{suffix}"
         path.write_text(text, encoding="utf-8")
@@ -246,11 +248,12 @@ def run_reading(
     out_dir: Path,
 ) -> Iterator[Reading]:
     """Read the planned documents, yielding `reading` each time there is something new to show."""
+    titles: set[str] = set()
     for item in planned:
-        reading.documents.append(DocumentEntry(item.upload, len(item.numbers)))
+        title = _unique_name(item.upload.name, titles)
+        reading.documents.append(DocumentEntry(item.upload, title, len(item.numbers)))
         for number in item.numbers:
-            entry = PageEntry(item.upload, number)
-            reading.pages[entry.label] = entry
+            reading.pages[page_label(title, number)] = PageEntry(item.upload, page_label(title, number), number)
     events: queue.Queue = queue.Queue()
     cancelled = threading.Event()
     worker = threading.Thread(
@@ -269,22 +272,21 @@ def run_reading(
                 except queue.Empty:
                     break
             for event in batch:
-                ended = _apply(event, planned, reading, out_dir, taken) or ended
+                ended = _apply(event, reading, out_dir, taken) or ended
             yield reading
     finally:
         cancelled.set()
 
 
-def _apply(event: tuple, planned: list[PlannedDocument], reading: Reading, out_dir: Path, taken: set[str]) -> bool:
+def _apply(event: tuple, reading: Reading, out_dir: Path, taken: set[str]) -> bool:
     """Fold one worker event into `reading`; True at the end of the request."""
     kind = event[0]
     if kind == "text":
         _, index, number, piece = event
-        entry = _page(reading, planned[index].upload, number)
-        entry.text += piece
+        _page(reading, index, number).text += piece
     elif kind == "page":
         _, index, page = event
-        _settle_page(reading, _page(reading, planned[index].upload, page.number), page)
+        _settle_page(_page(reading, index, page.number), page)
     elif kind == "document":
         _, index, result, metrics = event
         document = reading.documents[index]
@@ -301,15 +303,15 @@ def _apply(event: tuple, planned: list[PlannedDocument], reading: Reading, out_d
     return False
 
 
-def _page(reading: Reading, upload: Upload, number: int) -> PageEntry:
-    entry = reading.pages[PageEntry(upload, number).label]
+def _page(reading: Reading, index: int, number: int) -> PageEntry:
+    entry = reading.pages[page_label(reading.documents[index].title, number)]
     if entry.started is None:
         entry.started = time.perf_counter()
     reading.current = entry.label
     return entry
 
 
-def _settle_page(reading: Reading, entry: PageEntry, page: PageResult) -> None:
+def _settle_page(entry: PageEntry, page: PageResult) -> None:
     entry.text, entry.metrics = page.text, page.metrics
     if page.error is not None:
         entry.error = entry.upload.message(page.error)
@@ -365,7 +367,7 @@ def figures_markdown(reading: Reading) -> str:
         if not m.pages:
             continue
         document_rows.append(
-            f"| {document.upload.name} | {m.pages}/{document.pages} | {m.wall_s:.2f} | {m.pages_per_s:.2f} "
+            f"| {document.title} | {m.pages}/{document.pages} | {m.wall_s:.2f} | {m.pages_per_s:.2f} "
             f"| {m.tokens_per_s:.1f} | {reading.engine} | {reading.drafts} | {_spec_cells(reading.drafts, m.spec)} |"
         )
     parts = []
