@@ -12,6 +12,7 @@ import pytest
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 from gradio_client import Client, handle_file  # noqa: E402
+from gradio_client.exceptions import AppError  # noqa: E402
 
 from conftest import SAMPLE_PDF  # noqa: E402
 from ocr_app.config import PixelBudget, load_mode_preset, load_model_preset  # noqa: E402
@@ -66,8 +67,8 @@ def expected_markdown(predictable_model_dir, letter_png) -> dict[str, str]:
     return expected
 
 
-def read(client: Client, *paths: Path, pages: str = "", mode: str = "low-latency"):
-    return client.predict([handle_file(str(p)) for p in paths], pages, mode, 0, 200, api_name="/read")
+def read(client: Client, *paths: Path, pages: str = "", mode: str = "low-latency", drafts: int = 0, dpi: int = 200):
+    return client.predict([handle_file(str(p)) for p in paths], pages, mode, drafts, dpi, api_name="/read")
 
 
 def downloads(outputs) -> dict[str, Path]:
@@ -125,6 +126,18 @@ def test_bulk_mode_reads_all_pages(ui_url, expected_markdown):
 def test_page_limit_is_a_clear_message(ui_url):
     outputs = read(Client(ui_url, verbose=False), SAMPLE_PDF, SAMPLE_PDF)
     assert outputs[STATUS] == f"**error:** 4 pages to read, over this server's limit of {MAX_PAGES} per request; choose fewer pages"
+    assert outputs[DOWNLOADS] == []
+
+
+@pytest.mark.parametrize(("setting", "value", "limit"), [("dpi", 5000, 400), ("drafts", 9, 7)])
+def test_settings_out_of_range_are_refused(ui_url, setting, value, limit):
+    with pytest.raises(AppError, match=f"Value {value} is greater than maximum value {limit}"):
+        read(Client(ui_url, verbose=False), SAMPLE_PDF, **{setting: value})
+
+
+def test_a_bad_page_range_is_the_library_message(ui_url):
+    outputs = read(Client(ui_url, verbose=False), SAMPLE_PDF, pages="3-1")
+    assert "**error:** bad page range '3-1': '3-1' is empty or starts below 1" in outputs[STATUS]
     assert outputs[DOWNLOADS] == []
 
 

@@ -60,14 +60,15 @@ def build_app(
     def mode_drafts(mode: str) -> int:
         return drafts_for(model, load_mode_preset(mode))
 
-    def read(files: list[str] | None, pages: str, mode: str, drafts: float, dpi: float):
+    def read(files: list[str] | None, pages: str | None, mode: str, drafts: float, dpi: float):
         if not files:
             yield EMPTY_STATUS, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), [], None
             return
         try:
             mode_preset = load_mode_preset(mode)
             settings = GenerationSettings(max_tokens=model.max_tokens, drafts=int(drafts))
-            job = ReadJob(model=model, mode=mode_preset, settings=settings, pages=pages.strip() or None, dpi=int(dpi))
+            pages = (pages or "").strip() or None
+            job = ReadJob(model=model, mode=mode_preset, settings=settings, pages=pages, dpi=int(dpi))
             planned, errors = plan_documents(accept_uploads(files, upload_root), job, limits.max_pages)
         except OcrError as exc:
             yield f"**error:** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip(), "", [], None
