@@ -6,15 +6,27 @@ import threading
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from conftest import SAMPLE_PDF
 from ocr_app.config import load_mode_preset
 from ocr_app.documents import open_document
 from ocr_app.engines import GenerationSettings
 from ocr_app.errors import InputError
+from ocr_app.metrics import PageMetrics, RunMetrics, SpecDecodingStats
 from ocr_app.outputs import render_markdown
 from ocr_app.pipeline import ReadJob, read_documents
-from ui.reading import Reading, Upload, accept_uploads, plan_documents, run_reading, status_markdown
+from ui.reading import (
+    DocumentEntry,
+    PageEntry,
+    Reading,
+    Upload,
+    accept_uploads,
+    figures_markdown,
+    plan_documents,
+    run_reading,
+    status_markdown,
+)
 
 
 @pytest.fixture
@@ -62,8 +74,6 @@ def test_bad_uploads_get_the_library_message_under_their_own_name(upload_root, t
 
 
 def test_page_range_applies_to_pdfs_and_the_page_limit_to_the_request(upload_root, tiny_preset):
-    from PIL import Image
-
     image_path = upload_root / "a1" / "photo.png"
     Image.new("RGB", (300, 400), "white").save(image_path)
     pdf = Upload(SAMPLE_PDF)  # planning only opens files; acceptance is checked before
@@ -104,3 +114,22 @@ def test_an_abandoned_request_frees_the_engine(hf_engine, tiny_preset, tmp_path)
     next(updates)
     updates.close()  # what Gradio does when the browser goes away
     assert lock.acquire(timeout=60), "the worker kept the engine after its request was abandoned"
+
+
+def test_figures_show_acceptance_per_position_and_mean_acceptance_length(tmp_path):
+    spec = SpecDecodingStats()
+    for accepted in (3, 1, 0, 2):  # four drafts of 3 tokens
+        spec.observe_draft(3, accepted)
+    page = PageMetrics(prompt_tokens=100, output_tokens=10, wall_s=0.5, finish_reason="stop", drafts=3, spec=spec)
+    upload = Upload(tmp_path / "fatura.pdf")
+    reading = Reading(model="m", engine="vllm", mode="low-latency", drafts=3)
+    reading.pages["fatura.pdf · page 1"] = PageEntry(upload, "fatura.pdf · page 1", 1, text="x", metrics=page)
+    document_metrics = RunMetrics(wall_s=0.5)
+    document_metrics.observe_page(page)
+    reading.documents.append(DocumentEntry(upload, "fatura.pdf", 1, document_metrics, done=True))
+
+    figures = figures_markdown(reading)
+
+    # 6 accepted tokens over 4 drafts: mean acceptance length 1 + 6/4; position 1 accepted in 3 drafts, 2 in 2, 3 in 1.
+    assert "| fatura.pdf · page 1 | 10 | 0.50 | 20.0 | stop | 3 | 2.50 | 3 / 2 / 1 of 4 |" in figures
+    assert "| fatura.pdf | 1/1 | 0.50 | 2.00 | 20.0 | vllm | 3 | 2.50 | 3 / 2 / 1 of 4 |" in figures

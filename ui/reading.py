@@ -342,8 +342,8 @@ def _count(number: int, noun: str) -> str:
 def _spec_cells(drafts: int, spec: SpecDecodingStats | None) -> str:
     if not drafts or spec is None or not spec.num_drafts:
         return "– | –"
-    rates = " / ".join(f"{rate:.2f}" for rate in spec.acceptance_rate_per_position)
-    return f"{spec.mean_acceptance_length:.2f} | {rates}"
+    accepted = " / ".join(str(count) for count in spec.accepted_per_position)
+    return f"{spec.mean_acceptance_length:.2f} | {accepted} of {spec.num_drafts}"
 
 
 def figures_markdown(reading: Reading) -> str:
@@ -373,12 +373,12 @@ def figures_markdown(reading: Reading) -> str:
     parts = []
     if page_rows:
         parts.append(
-            "| page | tokens | s | tok/s | end | drafts | mean acceptance length | acceptance per position |\n"
+            "| page | tokens | s | tok/s | end | drafts | mean acceptance length | accepted per position |\n"
             "|---|---:|---:|---:|---|---:|---:|---|\n" + "\n".join(page_rows)
         )
     if document_rows:
         parts.append(
-            "| document | pages | s | pages/s | tok/s | engine | drafts | mean acceptance length | acceptance per position |\n"
+            "| document | pages | s | pages/s | tok/s | engine | drafts | mean acceptance length | accepted per position |\n"
             "|---|---:|---:|---:|---:|---|---:|---:|---|\n" + "\n".join(document_rows)
         )
     return "\n\n".join(parts)
