@@ -96,6 +96,7 @@ def test_reads_the_sample_pdf(page, expected, tmp_path):
     figures = page.locator("#figures").inner_text()
     for cell in ("fatura.pdf · page 1", "fatura.pdf · page 2", "tok/s", "pages/s", "hf"):
         assert cell in figures
+    assert page.locator("#figures table").count() == 2  # Markdown tables render as tables
 
     markdown = download(page, "fatura.md", tmp_path)
     assert markdown.read_text(encoding="utf-8") == render_markdown(expected)

@@ -89,12 +89,13 @@ def launch_chromium(playwright, executable: str):
 
 def read_in_page(page, files: list[Path], drafts: int = 0) -> str:
     """Upload `files`, set the drafts, press Read and wait until the request is over; returns the status text."""
+    status = page.locator("#status")
     page.locator("#uploads input[type=file]").set_input_files([str(path) for path in files])
-    page.locator("#thumbs img, #status:has-text('error')").first.wait_for(timeout=READ_TIMEOUT_MS)
+    for path in files:  # the upload's preview names every file, good or bad
+        status.filter(has_text=path.name).wait_for(timeout=READ_TIMEOUT_MS)
     drafts_input = page.locator("#drafts input[type=number]")
     drafts_input.fill(str(drafts))
     drafts_input.press("Enter")
-    status = page.locator("#status")
     before = status.inner_text()
     page.locator("#read").click()
     page.wait_for_function(
