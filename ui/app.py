@@ -31,6 +31,8 @@ from ui.reading import (
 )
 
 EMPTY_STATUS = "Drop PDFs or images above, then press **Read**."
+# A request that reads nothing clears what the previous one showed (all outputs but the status).
+CLEARED = (gr.Dropdown(choices=[], value=None), None, "", "", "", [], None)
 # Figures tables: numbers on one line, headers wrapped between words only.
 CSS = "#figures td { white-space: nowrap; } #figures th { word-break: normal !important; overflow-wrap: normal !important; }"
 
@@ -62,7 +64,7 @@ def build_app(
 
     def read(files: list[str] | None, pages: str | None, mode: str, drafts: float, dpi: float):
         if not files:
-            yield EMPTY_STATUS, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), [], None
+            yield EMPTY_STATUS, *CLEARED
             return
         try:
             mode_preset = load_mode_preset(mode)
@@ -71,17 +73,16 @@ def build_app(
             job = ReadJob(model=model, mode=mode_preset, settings=settings, pages=pages, dpi=int(dpi))
             planned, errors = plan_documents(accept_uploads(files, upload_root), job, limits.max_pages)
         except OcrError as exc:
-            yield f"**error:** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip(), "", [], None
+            yield f"**error:** {exc}", *CLEARED
             return
         reading = Reading(model=model.name, engine=engine_name, mode=mode, drafts=settings.drafts, errors=errors)
         with tempfile.TemporaryDirectory(prefix="result-", dir=work_root) as out_dir:
-            shown: str | None = None
-            shown_downloads = 0
+            shown_page, shown_downloads = "", -1  # nothing of this request shown yet
             for reading in run_reading(planned, engine, engine_lock, reading, Path(out_dir)):
                 final = reading.finished is not None
-                new_page = reading.current != shown
+                new_page = reading.current != shown_page
                 new_downloads = len(reading.downloads) != shown_downloads
-                shown, shown_downloads = reading.current, len(reading.downloads)
+                shown_page, shown_downloads = reading.current, len(reading.downloads)
                 # Gradio copies returned files into its cache before the next step runs,
                 # so the temporary folder may go once the last step is out.
                 yield (
