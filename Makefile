@@ -5,7 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TINY := build/tiny-random
 
-.PHONY: setup demo test bench clean
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: setup browser demo test bench clean
 
 setup: $(STAMP)
 
@@ -27,7 +29,15 @@ demo: $(STAMP) $(TINY)/config.json
 	$(VENV)/bin/ocr-read samples/fatura.pdf --drafts 0 -o out.md
 	@head -c 600 out.md
 
-test: $(STAMP)
+# Headless Chromium for the UI's browser tests, from Debian (never a browser
+# download of Playwright's own).  Skipped when present; apt-get only as root.
+browser:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	else echo "Chromium missing and not root: browser tests will skip (apt-get install -y chromium chromium-driver)"; fi
+
+test: $(STAMP) browser
 	$(PY) -m pytest
 
 clean:
