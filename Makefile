@@ -5,7 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TINY := build/tiny-random
 
-.PHONY: setup demo test bench clean tesseract eval-sample
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: setup browser demo test bench clean tesseract eval-sample
 
 setup: $(STAMP) tesseract
 
@@ -32,14 +34,22 @@ $(TINY)/config.json: $(STAMP) ocr_app/testing/tiny_model.py
 	$(PY) -m ocr_app.testing.tiny_model $(TINY)
 
 demo: $(STAMP) $(TINY)/config.json
-	$(VENV)/bin/ocr-read samples/fatura.pdf --model $(TINY) -o out.md
-	@echo "wrote out.md"
+	$(VENV)/bin/ocr-read samples/fatura.pdf --drafts 0 -o out.md
+	@head -c 600 out.md
 
 # The shipped sample benchmark, read by the tiny model (its text is noise) beside Tesseract.
 eval-sample: $(STAMP) $(TINY)/config.json tesseract
 	$(VENV)/bin/ocr-eval tob samples/tob-mini --model $(TINY) --drafts 0 --baseline tesseract -o build/eval-sample
 
-test: $(STAMP)
+# Headless Chromium for the UI's browser tests, from Debian (never a browser
+# download of Playwright's own).  Skipped when present; apt-get only as root.
+browser:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	else echo "Chromium missing and not root: browser tests will skip (apt-get install -y chromium chromium-driver)"; fi
+
+test: $(STAMP) browser tesseract
 	$(PY) -m pytest
 
 clean:

@@ -8,6 +8,8 @@ hold several pages).  Everything wrong with an input surfaces here as an
 from __future__ import annotations
 
 import os
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -31,8 +33,8 @@ IMAGE_FORMATS = {  # Pillow format name -> suffixes that may name it
 IMAGE_SUFFIXES = set().union(*IMAGE_FORMATS.values())
 DOCUMENT_SUFFIXES = PDF_SUFFIXES | IMAGE_SUFFIXES
 # Above this an image is refused rather than decoded (a decompression bomb
-# would take gigabytes before it could be downscaled).  Pillow's own default.
-MAX_IMAGE_PIXELS = 178_956_970
+# would take gigabytes before it could be downscaled): Pillow's own limit.
+MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS
 
 Kind = Literal["pdf", "image"]
 
@@ -52,10 +54,18 @@ def _sniff(path: Path) -> Kind | None:
     if b"%PDF-" in head:
         return "pdf"
     try:
-        with Image.open(path) as image:
+        with _size_checked_by_us(), Image.open(path) as image:
             return "image" if image.format in IMAGE_FORMATS else None
     except (UnidentifiedImageError, OSError):
         return None
+
+
+@contextmanager
+def _size_checked_by_us():
+    """Pillow warns between its soft and hard limits; we refuse with our own message instead."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        yield
 
 
 def open_document(path: Path, password: str | None = None) -> Document:
@@ -71,6 +81,8 @@ def open_document(path: Path, password: str | None = None) -> Document:
         kind = _sniff(path)
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
+    except Image.DecompressionBombError:
+        raise InputError(f"{path}: image is over the {MAX_IMAGE_PIXELS / 1e6:.0f} MP limit; downscale it first") from None
     suffix = path.suffix.lower()
     if kind is None:
         if suffix in PDF_SUFFIXES:
@@ -106,7 +118,7 @@ def _open_pdf(path: Path, password: str | None) -> Document:
 
 
 def _open_image(path: Path) -> Document:
-    with Image.open(path) as image:
+    with _size_checked_by_us(), Image.open(path) as image:
         fmt = image.format
         if path.suffix.lower() not in IMAGE_FORMATS[fmt]:
             raise InputError(f"{path}: the name says {path.suffix[1:].upper() or 'nothing'} but the content is {fmt}; rename it")

@@ -5,27 +5,35 @@ is handed to `on_text` as it is produced.  Otherwise pages of all documents are
 rendered ahead on a thread and kept in flight together up to the mode's
 concurrency; results are put back into page order per document, and a document
 is yielded as soon as its last page is done.  A document that cannot be opened
-or rendered is yielded with its error; the others go on.
+or rendered is yielded with its error; the others go on.  If the engine fails,
+the pages it was reading get that error and the rest go on in a fresh batch.
+
+`read_pages` reads given pages of already opened documents (the batch runner
+uses it to read only the pages a crashed run had not finished); setting its
+`stop` event hands the engine no new pages, so the ones in flight finish.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from PIL import Image
 
 from ocr_app.config import ModelPreset, ModePreset
 from ocr_app.documents import Document, open_document, parse_page_range
 from ocr_app.engines import Engine, GenerationSettings
-from ocr_app.errors import InputError
+from ocr_app.errors import InputError, OcrError
 from ocr_app.metrics import RunMetrics
 from ocr_app.outputs import DocumentResult, PageResult
 from ocr_app.pages import DEFAULT_DPI, iter_pages, prefetch
 
 PageKey = tuple[Path, int]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,12 @@ def _page_result(number: int, page_text) -> PageResult:
     return PageResult(number=number, text=page_text.text, metrics=page_text.metrics)
 
 
+def plan_document(path: Path, job: ReadJob) -> tuple[Document, list[int]]:
+    """Open a document and pick the pages the job asks for; raises InputError."""
+    document = open_document(path, job.password)
+    return document, parse_page_range(job.pages, document.page_count)
+
+
 def read_documents(
     paths: Iterable[Path],
     engine: Engine,
@@ -73,32 +87,44 @@ def read_documents(
     progress: Progress | None = None,
     run_metrics: RunMetrics | None = None,
 ) -> Iterator[DocumentResult]:
-    progress = progress or Progress()
-    run_metrics = run_metrics if run_metrics is not None else RunMetrics()
-    pending: dict[Path, _Pending] = {}
+    planned: list[tuple[Document, list[int]]] = []
     for path in paths:
         try:
-            document = open_document(path, job.password)
-            numbers = parse_page_range(job.pages, document.page_count)
+            planned.append(plan_document(path, job))
         except InputError as exc:
             yield DocumentResult(path, error=str(exc))
-            continue
-        pending[path] = _Pending(document, numbers)
+    yield from read_pages(planned, engine, job, progress, run_metrics)
+
+
+def read_pages(
+    planned: Iterable[tuple[Document, list[int]]],
+    engine: Engine,
+    job: ReadJob,
+    progress: Progress | None = None,
+    run_metrics: RunMetrics | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[DocumentResult]:
+    """Read the given pages of opened documents; each document is yielded once they are all done."""
+    progress = progress or Progress()
+    run_metrics = run_metrics if run_metrics is not None else RunMetrics()
+    stop = stop or threading.Event()
+    pending = {document.path: _Pending(document, numbers) for document, numbers in planned if numbers}
     progress.on_planned(sum(len(p.numbers) for p in pending.values()))
 
     started = time.perf_counter()
-    render_failures: list[tuple[Path, int, str]] = []
+    page_failures: list[tuple[Path, int, str]] = []
 
     def page_images() -> Iterator[tuple[PageKey, Image.Image]]:
-        for entry in pending.values():
+        for entry in list(pending.values()):  # a snapshot: `settle` removes finished documents meanwhile
             rendered = 0
             try:
                 for page in iter_pages(entry.document, entry.numbers, job.model.pixels, job.dpi):
                     rendered += 1
                     yield (entry.document.path, page.number), page.image
-            except InputError as exc:
+            # PyMuPDF raises RuntimeErrors, Pillow OSErrors, when a file vanished or changed after it was opened.
+            except (InputError, OSError, RuntimeError) as exc:
                 for number in entry.numbers[rendered:]:
-                    render_failures.append((entry.document.path, number, str(exc)))
+                    page_failures.append((entry.document.path, number, str(exc)))
 
     def settle(source: Path, page: PageResult) -> DocumentResult | None:
         entry = pending[source]
@@ -112,16 +138,16 @@ def read_documents(
             return entry.result()
         return None
 
-    def drain_render_failures() -> Iterator[DocumentResult]:
-        while render_failures:
-            source, number, error = render_failures.pop(0)
+    def drain_page_failures() -> Iterator[DocumentResult]:
+        while page_failures:
+            source, number, error = page_failures.pop(0)
             finished = settle(source, PageResult(number=number, text="", error=error))
             if finished is not None:
                 yield finished
 
     if job.mode.stream:
-        for (source, number), image in prefetch(page_images(), depth=2):
-            yield from drain_render_failures()
+        for (source, number), image in _until(stop, prefetch(page_images(), depth=2)):
+            yield from drain_page_failures()
             page_text = engine.read(
                 image, job.settings, on_text=lambda text, s=source, n=number: progress.on_text(s, n, text)
             )
@@ -129,10 +155,43 @@ def read_documents(
             if finished is not None:
                 yield finished
     else:
-        results = engine.read_many(prefetch(page_images(), depth=8), job.settings, job.mode.concurrency)
-        for (source, number), page_text in results:
-            yield from drain_render_failures()
-            finished = settle(source, _page_result(number, page_text))
-            if finished is not None:
-                yield finished
-    yield from drain_render_failures()
+        pages = _until(stop, prefetch(page_images(), depth=8))
+        in_flight: set[PageKey] = set()
+
+        def hand_over() -> Iterator[tuple[PageKey, Image.Image]]:
+            for key, image in pages:
+                in_flight.add(key)
+                yield key, image
+
+        while True:
+            try:
+                for (source, number), page_text in engine.read_many(hand_over(), job.settings, job.mode.concurrency):
+                    in_flight.discard((source, number))
+                    yield from drain_page_failures()
+                    finished = settle(source, _page_result(number, page_text))
+                    if finished is not None:
+                        yield finished
+                break
+            except OcrError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - an engine failure fails its pages, not the run
+                if not in_flight:  # nothing was being read: the engine itself is broken
+                    raise
+                error = f"engine error: {_first_line(exc)}"
+                for source, number in sorted(in_flight):
+                    page_failures.append((source, number, error))
+                in_flight.clear()
+                yield from drain_page_failures()
+    yield from drain_page_failures()
+
+
+def _until(stop: threading.Event, items: Iterable[T]) -> Iterator[T]:
+    for item in items:
+        if stop.is_set():
+            return
+        yield item
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text.splitlines()[0]}"

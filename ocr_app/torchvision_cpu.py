@@ -23,6 +23,7 @@ import sysconfig
 from pathlib import Path
 
 PTH_NAME = "ocr_app_torchvision_cpu.pth"
+HOOK_RUN_NAME = "ocr_app_torchvision_hook"
 UNGUARDED_OPS = {
     "nms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
     "qnms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
@@ -55,20 +56,25 @@ class _DeclareOpsBeforeTorchvision(importlib.abc.MetaPathFinder):
 
 def install_hook() -> None:
     if "torchvision" not in sys.modules and not any(
-        isinstance(finder, _DeclareOpsBeforeTorchvision) for finder in sys.meta_path
+        type(finder).__name__ == _DeclareOpsBeforeTorchvision.__name__ for finder in sys.meta_path
     ):
         sys.meta_path.insert(0, _DeclareOpsBeforeTorchvision())
 
 
 def write_pth() -> Path:
+    """The .pth runs this file by path, so start-up never imports (and pins) the `ocr_app` package:
+    another checkout on sys.path, a worktree's say, still provides `ocr_app` to that interpreter."""
     pth = Path(sysconfig.get_paths()["purelib"]) / PTH_NAME
+    this_file = Path(__file__).resolve()
     pth.write_text(
-        'import sys; exec("try:\\n import ocr_app.torchvision_cpu as m; m.install_hook()\\nexcept ImportError:\\n pass")\n'
+        f"import os, runpy; os.path.exists({str(this_file)!r}) and runpy.run_path({str(this_file)!r}, run_name={HOOK_RUN_NAME!r})\n"
     )
     return pth
 
 
-if __name__ == "__main__":
+if __name__ == HOOK_RUN_NAME:
+    install_hook()
+elif __name__ == "__main__":
     if sys.argv[1:] != ["install"]:
         sys.exit("usage: python -m ocr_app.torchvision_cpu install")
     print(write_pth())

@@ -2,9 +2,12 @@
 
     ocr-read invoice.pdf -o out.md
     ocr-read a.pdf b.png scans/ -o out_dir/
+    ocr-read --retry-failed out_dir/
 
 Bad input never ends in a traceback: each bad document gets one line on stderr
 and is skipped, the others are written, and the exit code is 1 if anything failed.
+A folder among the inputs makes it a batch run (`ocr_app.batch`): bulk mode by
+default, resumable after a crash from the state store in the output folder.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Annotated, Optional
 import typer
 from tqdm import tqdm
 
+from ocr_app.batch.command import BatchSettings, read_folder, recorded_settings
+from ocr_app.batch.runner import DEFAULT_MAX_ATTEMPTS
 from ocr_app.cli.common import quiet_libraries, report_errors
 from ocr_app.config import MODE_NAMES, default_model_name, drafts_for, load_mode_preset, load_model_preset
 from ocr_app.documents import find_documents
@@ -61,11 +66,11 @@ def plan_outputs(inputs: list[Path], documents: list[Path], output: Path | None,
 
 @app.command()
 def read(
-    inputs: Annotated[list[Path], typer.Argument(help="PDFs, images, or folders of them.", show_default=False)],
+    inputs: Annotated[Optional[list[Path]], typer.Argument(help="PDFs, images, or folders of them.", show_default=False)] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output file (one document) or folder.")] = None,
     model: Annotated[Optional[str], typer.Option(help="Model preset name, preset .toml, or model folder.")] = None,
     engine: Annotated[str, typer.Option(help=f"Engine: {', '.join(ENGINE_NAMES)}.")] = "hf",
-    mode: Annotated[str, typer.Option(help=f"Mode: {', '.join(MODE_NAMES)}.")] = "low-latency",
+    mode: Annotated[Optional[str], typer.Option(help=f"Mode: {', '.join(MODE_NAMES)}; default bulk for folders, else low-latency.")] = None,
     drafts: Annotated[Optional[int], typer.Option(help="MTP draft tokens per step (0 = off); default from the mode.")] = None,
     pages: Annotated[Optional[str], typer.Option(help="Pages to read, 1-based, e.g. 1-3,7.")] = None,
     dpi: Annotated[int, typer.Option(help="Rendering resolution for PDF pages.")] = DEFAULT_DPI,
@@ -75,30 +80,77 @@ def read(
     max_tokens: Annotated[Optional[int], typer.Option(help="Most tokens per page; default from the model preset.")] = None,
     temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
     glob: Annotated[Optional[str], typer.Option(help="Within folders, only files matching this pattern.")] = None,
+    retry_failed: Annotated[Optional[Path], typer.Option(help="Read again the failed documents of this batch output folder, with its recorded settings.")] = None,
+    force: Annotated[bool, typer.Option(help="Batch: redo every document, even those already done.")] = False,
+    allow_partial: Annotated[bool, typer.Option(help="Batch: write a document whose pages partly failed, with a placeholder for each.")] = False,
+    max_attempts: Annotated[int, typer.Option(help="Batch: reads of a failing page before giving up on it.")] = DEFAULT_MAX_ATTEMPTS,
+    log_json: Annotated[Optional[Path], typer.Option(help="Batch: append one JSON line per finished page to this file.")] = None,
 ) -> None:
     """Read documents into Markdown."""
     quiet_libraries()
+    inputs = inputs or []
     with report_errors():
         if fmt not in FORMATS:
             raise OcrError(f"unknown format '{fmt}' (formats: {', '.join(FORMATS)})")
         if dpi < 36 or dpi > 1200:
             raise OcrError(f"--dpi must be between 36 and 1200, got {dpi}")
-        model_preset = load_model_preset(model or default_model_name())
-        mode_preset = load_mode_preset(mode)
-        settings = GenerationSettings(
-            max_tokens=max_tokens or model_preset.max_tokens,
-            drafts=drafts if drafts is not None else drafts_for(model_preset, mode_preset),
-            temperature=temperature,
-        )
+        if retry_failed is not None or any(item.is_dir() for item in inputs):
+            requested = BatchSettings(
+                model=_absolute_if_folder(model or default_model_name()), engine=engine, mode=mode or "bulk",
+                drafts=drafts, pages=pages, dpi=dpi, max_tokens=max_tokens, temperature=temperature, fmt=fmt,
+                page_separator=page_separator, allow_partial=allow_partial,
+            )
+            exit_code = _read_batch(inputs, output, retry_failed, glob, password, requested, force, max_attempts, log_json)
+            raise typer.Exit(exit_code)
+        if not inputs:
+            raise OcrError("give documents or folders to read (or --retry-failed OUTPUT_DIR)")
+        job = build_job(model or default_model_name(), mode or "low-latency", drafts, max_tokens, temperature, pages, dpi, password)
         documents = find_documents(inputs, glob)
         targets = plan_outputs(inputs, documents, output, fmt)
         _check_writable(targets)
-        job = ReadJob(model=model_preset, mode=mode_preset, settings=settings, pages=pages, dpi=dpi, password=password)
-        reader = make_engine(engine, model_preset)
+        reader = make_engine(engine, job.model)
         failures = _run(documents, reader, job, targets, fmt, page_separator, engine)
         reader.close()
     if failures:
         raise typer.Exit(1)
+
+
+def _read_batch(
+    inputs: list[Path], output: Path | None, retry_failed: Path | None, glob: str | None, password: str | None,
+    requested: BatchSettings, force: bool, max_attempts: int, log_json: Path | None,
+) -> int:
+    """A folder run; `--retry-failed DIR` takes the settings recorded in DIR instead of `requested`."""
+    settings = recorded_settings(retry_failed) if retry_failed is not None else requested
+    job = build_job(settings.model, settings.mode, settings.drafts, settings.max_tokens, settings.temperature,
+                    settings.pages, settings.dpi, password)
+    if retry_failed is not None:
+        return read_folder(retry_failed.absolute(), settings, job, None, force=force, max_attempts=max_attempts, log_json=log_json)
+    if output is None or output.is_file():
+        raise OcrError("a folder run needs -o OUTPUT_DIR (a folder)")
+    # Absolute paths key the state store, so a rerun from another folder still finds its documents.
+    inputs, output = [item.absolute() for item in inputs], output.absolute()
+    targets = plan_outputs(inputs, find_documents(inputs, glob), output, fmt=settings.fmt)
+    _check_writable(targets)
+    return read_folder(output, settings, job, targets, force=force, max_attempts=max_attempts, log_json=log_json)
+
+
+def build_job(
+    model: str, mode: str, drafts: int | None, max_tokens: int | None, temperature: float,
+    pages: str | None, dpi: int, password: str | None,
+) -> ReadJob:
+    model_preset = load_model_preset(model)
+    mode_preset = load_mode_preset(mode)
+    settings = GenerationSettings(
+        max_tokens=max_tokens or model_preset.max_tokens,
+        drafts=drafts if drafts is not None else drafts_for(model_preset, mode_preset),
+        temperature=temperature,
+    )
+    return ReadJob(model=model_preset, mode=mode_preset, settings=settings, pages=pages, dpi=dpi, password=password)
+
+
+def _absolute_if_folder(model: str) -> str:
+    """A model folder is recorded absolute, so `--retry-failed` finds it from anywhere."""
+    return str(Path(model).resolve()) if Path(model).is_dir() else model
 
 
 def _check_writable(targets: dict[Path, Path | None]) -> None:

@@ -1,0 +1,1 @@
+"""Batch folder runs: resumable, concurrent, nothing lost (see `runner` and `state`)."""

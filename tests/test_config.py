@@ -1,0 +1,55 @@
+"""Presets: validated on load, with a message that names the bad key."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocr_app.config import (
+    PROJECT_ROOT,
+    default_model_name,
+    drafts_for,
+    load_mode_preset,
+    load_model_preset,
+)
+from ocr_app.errors import ConfigError
+
+
+def test_shipped_presets_load():
+    model = load_model_preset(default_model_name())
+    assert model.pixels.factor == 32
+    for mode in ("low-latency", "bulk"):
+        assert load_mode_preset(mode).name == mode
+    assert load_mode_preset("low-latency").stream and not load_mode_preset("bulk").stream
+    real = load_model_preset("qwen3.5-2b-ocr-tr")
+    assert drafts_for(real, load_mode_preset("low-latency")) == 6
+
+
+def test_model_folder_takes_default_prompt(tiny_model_dir):
+    preset = load_model_preset(tiny_model_dir)
+    assert preset.resolved_path() == tiny_model_dir.resolve()
+    assert preset.prompt == load_model_preset(default_model_name()).prompt
+
+
+def test_relative_paths_are_relative_to_project_root():
+    assert load_model_preset("tiny-random").resolved_path() == PROJECT_ROOT / "build" / "tiny-random"
+
+
+def test_bad_key_is_named(tmp_path):
+    preset = tmp_path / "bozuk.toml"
+    preset.write_text('path = "x"\nprompt = "p"\nmax_tokenz = 5\n[pixels]\nmin_pixels = 1024\nmax_pixels = 4096\n')
+    with pytest.raises(ConfigError, match="bad key 'max_tokenz'"):
+        load_model_preset(preset)
+    preset.write_text('path = "x"\nprompt = "p"\n[pixels]\nmin_pixels = 9000\nmax_pixels = 4096\n')
+    with pytest.raises(ConfigError, match="bozuk.toml: bad key 'pixels'"):
+        load_model_preset(preset)
+
+
+def test_invalid_toml_and_unknown_names(tmp_path):
+    broken = tmp_path / "kırık.toml"
+    broken.write_text("path = ")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_model_preset(broken)
+    with pytest.raises(ConfigError, match="unknown model 'yok'.*tiny-random"):
+        load_model_preset("yok")
+    with pytest.raises(ConfigError, match="unknown mode 'hızlı'"):
+        load_mode_preset("hızlı")
