@@ -41,6 +41,9 @@ def test_write_atomic_replaces_whole_file(tmp_path):
     write_atomic(target, "ikinci")
     assert target.read_text() == "ikinci"
     assert [p.name for p in target.parent.iterdir()] == ["çıktı.md"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~mask  # like a plain open(), not mkstemp's 0600
 
 
 def test_interrupted_write_leaves_old_file_and_no_debris(tmp_path, monkeypatch):
