@@ -66,10 +66,14 @@ def render_json(result: DocumentResult, run_info: dict | None = None) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
 
-def _current_umask() -> int:
+def _read_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# Read once at import: os.umask can only be read by setting it, which is not thread-safe.
+_UMASK = _read_umask()
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -80,7 +84,7 @@ def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
-        os.fchmod(fd, 0o666 & ~_current_umask())  # mkstemp's 0600 would make outputs private
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 would make outputs private
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
