@@ -143,3 +143,53 @@ def test_partly_right_head_keeps_the_output(mixed_engine):
             assert output.token_ids == reference.token_ids
             stats = output.metrics.spec
             assert 0 < stats.num_accepted_tokens < stats.num_draft_tokens
+
+
+# Sampling: the first tokens of many seeded runs against the main model's exact distribution.
+
+TEMPERATURE, TOP_P, SAMPLES = 4.0, 0.8, 1200
+
+
+def exact_marginals(engine: HFEngine, prompt_ids: torch.Tensor) -> list[torch.Tensor]:
+    """Distributions of the first and second sampled token under the main model alone (drafts 0),
+    with transformers' own temperature and top-p warpers."""
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
+
+    def next_probs(sequences: torch.Tensor) -> torch.Tensor:  # [N, L] -> [N, V]
+        with torch.no_grad():
+            logits = engine.model(input_ids=sequences, attention_mask=torch.ones_like(sequences)).logits[:, -1]
+        return TopPLogitsWarper(TOP_P)(None, TemperatureLogitsWarper(TEMPERATURE)(None, logits)).softmax(-1)
+
+    first = next_probs(prompt_ids)[0]  # [V]
+    support = first.nonzero().view(-1)
+    continued = torch.cat([prompt_ids.expand(len(support), -1), support.view(-1, 1)], dim=1)
+    second = first[support] @ next_probs(continued)  # [V]
+    return [first, second]
+
+
+def chi_square_p_value(samples: list[int], probs: torch.Tensor) -> float:
+    """Goodness of fit; tokens expected fewer than 5 times are pooled into one bin."""
+    observed = torch.bincount(torch.tensor(samples), minlength=probs.numel()).double()
+    expected = probs.double() * len(samples)
+    common = expected >= 5
+    observed = torch.cat([observed[common], observed[~common].sum().view(1)])
+    expected = torch.cat([expected[common], expected[~common].sum().view(1)])
+    statistic = float(((observed - expected) ** 2 / expected.clamp_min(1e-12)).sum())
+    degrees = len(expected) - 1
+    return float(torch.special.gammaincc(torch.tensor(degrees / 2), torch.tensor(statistic / 2)))
+
+
+def test_sampled_tokens_follow_the_main_models_distribution(mixed_engine):
+    """K=2, 3 tokens: the first is sampled after the prefill, the second is an accepted draft or a
+    residual sample, the third a bonus; the head is right often enough (~10%) for both paths to matter."""
+    decoder = SpeculativeDecoder(mixed_engine.model, mixed_engine._speculative_decoder().head, stop_token_ids=[])
+    prompt = mixed_engine.processor.tokenizer(["Fatura No:"], return_tensors="pt")
+    settings = [
+        GenerationSettings(max_tokens=3, drafts=2, temperature=TEMPERATURE, top_p=TOP_P, seed=seed) for seed in range(SAMPLES)
+    ]
+    runs = [decoder.generate(prompt, setting) for setting in settings]
+    accepted = sum(run.stats.num_accepted_tokens for run in runs)
+    assert 0 < accepted < SAMPLES
+    for position, probs in enumerate(exact_marginals(mixed_engine, prompt["input_ids"])):
+        p_value = chi_square_p_value([run.token_ids[position] for run in runs], probs)
+        assert p_value > 1e-3, f"token {position}: p = {p_value:.2g}"
