@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,9 @@ from ocr_app.checkpoint import write_weight_index
 from ocr_app.documents import open_document
 from ocr_app.engines import GenerationSettings
 from ocr_app.pages import iter_pages
-from tests.conftest import PROJECT_ROOT, SAMPLE_PDF
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_PDF = PROJECT_ROOT / "samples" / "fatura.pdf"
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +49,16 @@ def test_drafting_streams_the_text(predictable_model_dir, first_page):
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     # The venv's .pth hook would import the installed ocr_app; PYTHONPATH makes this checkout's win.
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "ocr_app.cli.read", *args], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600
-    )
+    command = [sys.executable, "-m", "ocr_app.cli.read", *args]
+    return subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_cli_reads_a_pdf_with_drafts(tiny_model_dir, tmp_path):
     out = tmp_path / "fatura.json"
-    result = run_cli(str(SAMPLE_PDF), "--model", str(tiny_model_dir), "--engine", "hf", "--drafts", "3",
-                     "--max-tokens", "8", "--format", "json", "-o", str(out))
+    result = run_cli(
+        str(SAMPLE_PDF), "--model", str(tiny_model_dir), "--engine", "hf", "--drafts", "3",
+        "--max-tokens", "8", "--format", "json", "-o", str(out),
+    )
     assert result.returncode == 0, result.stderr
     pages = json.loads(out.read_text())["pages"]
     assert len(pages) == 2
@@ -66,8 +70,10 @@ def test_cli_says_in_one_line_when_the_model_has_no_head(tiny_model_dir, tmp_pat
     shutil.copytree(tiny_model_dir, folder)
     (folder / "mtp.safetensors").unlink()
     write_weight_index(folder)
-    result = run_cli(str(SAMPLE_PDF), "--model", str(folder), "--engine", "hf", "--drafts", "3", "--pages", "1",
-                     "--max-tokens", "4", "-o", str(tmp_path / "x.md"))
+    result = run_cli(
+        str(SAMPLE_PDF), "--model", str(folder), "--engine", "hf", "--drafts", "3", "--pages", "1",
+        "--max-tokens", "4", "-o", str(tmp_path / "x.md"),
+    )
     assert result.returncode == 1
     message = [line for line in result.stderr.splitlines() if "MTP head" in line]
     assert message and "no MTP head" in message[0] and "Traceback" not in result.stderr

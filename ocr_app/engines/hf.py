@@ -98,7 +98,9 @@ class HFEngine:
             self._decoder = SpeculativeDecoder(self.model, head, self.stop_token_ids, rollback=self.rollback)
         return self._decoder
 
-    def _read_speculative(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None) -> PageText:
+    def _read_speculative(
+        self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None
+    ) -> PageText:
         decoder = self._speculative_decoder()
         inputs = self._inputs(image)
         streamer = TextStreamer(self.processor.tokenizer, on_text, skip_prompt_tokens=0) if on_text else None

@@ -110,7 +110,9 @@ class SnapshotRefeed:
 
     @contextmanager
     def verify_pass(self, cache: DynamicCache) -> Iterator[None]:
-        self.snapshot = [(layer.conv_states[0].clone(), layer.recurrent_states[0].clone()) for layer in linear_layers(cache)]
+        self.snapshot = [
+            (layer.conv_states[0].clone(), layer.recurrent_states[0].clone()) for layer in linear_layers(cache)
+        ]
         yield
 
     def keep(self, cache: DynamicCache, num_fed: int, num_kept: int, refeed: Refeed) -> None:

@@ -72,7 +72,8 @@ class SpeculativeDecoder:
 
     def _forward(self, embeds: torch.Tensor, positions: torch.Tensor, cache) -> torch.Tensor:  # -> [1, T, H]
         language_model = self.model.model.language_model
-        return language_model(inputs_embeds=embeds, position_ids=positions, past_key_values=cache, use_cache=True).last_hidden_state
+        output = language_model(inputs_embeds=embeds, position_ids=positions, past_key_values=cache, use_cache=True)
+        return output.last_hidden_state
 
     def _embed(self, token_ids: list[int]) -> torch.Tensor:  # -> [1, T, H]
         return self.head.embed_tokens(torch.tensor([token_ids], device=self.model.device))
@@ -92,7 +93,8 @@ class SpeculativeDecoder:
         def verify(draft_ids: list[int], draft_probs: torch.Tensor | None, logits: torch.Tensor) -> Verdict:
             if not sampling:  # logits: [K+1, V]
                 return verify_greedy(draft_ids, logits)
-            return verify_sampling(draft_ids, draft_probs, sampling_probs(logits, settings.temperature, settings.top_p), generator)
+            target_probs = sampling_probs(logits, settings.temperature, settings.top_p)  # [K+1, V]
+            return verify_sampling(draft_ids, draft_probs, target_probs, generator)
 
         rollback = ROLLBACKS[self.rollback_name]()
         proposer = MTPProposer(self.head, settings.temperature, settings.top_p, generator)

@@ -70,12 +70,14 @@ class MTPHead(nn.Module):
         cache=None,  # transformers DynamicCache of the head; None = teacher-forced over the whole sequence
     ) -> torch.Tensor:  # [B, T, H] g, after mtp.norm
         fused = self.fc(torch.cat([self.pre_fc_norm_embedding(token_embeds), self.pre_fc_norm_hidden(hidden)], dim=-1))
-        mask = create_causal_mask(
-            config=self.config, inputs_embeds=fused, attention_mask=None, past_key_values=cache
-        )
+        mask = create_causal_mask(config=self.config, inputs_embeds=fused, attention_mask=None, past_key_values=cache)
         position_embeddings = self._shared[2](fused, position_ids)
         fused = self.layers[0](
-            fused, position_embeddings=position_embeddings, attention_mask=mask, past_key_values=cache, use_cache=cache is not None
+            fused,
+            position_embeddings=position_embeddings,
+            attention_mask=mask,
+            past_key_values=cache,
+            use_cache=cache is not None,
         )
         return self.norm(fused)
 
