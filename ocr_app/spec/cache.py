@@ -19,7 +19,9 @@ rule is run token by token with transformers' own single-token kernel
 (`torch_recurrent_gated_delta_rule`, what plain decoding runs) and each
 intermediate state is kept; rollback copies the state after position n in.
 Cost: K+1 small state tensors per linear layer, and the recurrence runs as a
-loop of K+1 steps instead of one chunked call (cheap for K+1 <= 8).
+loop of K+1 steps instead of one chunked call (cheap for K+1 <= 8).  The
+token-by-token rule is swapped into `modeling_qwen3_5` only for the duration
+of a verify forward, so two decoders must not verify at once in one process.
 
 `SnapshotRefeed` (the baseline) copies the linear states before the verify
 pass; after a rejection it restores them, crops the attention layers by all

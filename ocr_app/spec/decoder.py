@@ -88,7 +88,10 @@ class SpeculativeDecoder:
     ) -> Generation:
         sampling = settings.temperature > 0
         generator = torch.Generator(self.model.device)
-        generator.manual_seed(settings.seed if settings.seed is not None else torch.seed())
+        if settings.seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(settings.seed)
 
         def verify(draft_ids: list[int], draft_probs: torch.Tensor | None, logits: torch.Tensor) -> Verdict:
             if not sampling:  # logits: [K+1, V]
