@@ -1,4 +1,9 @@
-"""The transformers engine: Qwen3_5ForConditionalGeneration on CPU or GPU."""
+"""The transformers engine: Qwen3_5ForConditionalGeneration on CPU or GPU.
+
+drafts 0 runs transformers' own `generate` (also the independent reference the
+speculative decoder is tested against); drafts > 0 runs `ocr_app.spec`'s MTP
+self-speculative decoder with the checkpoint's `mtp.*` head.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from ocr_app.config import ModelPreset
 from ocr_app.engines import GenerationSettings, Key, PageText, TextCallback
-from ocr_app.errors import ConfigError, ModelError
+from ocr_app.errors import ModelError
 from ocr_app.metrics import PageMetrics
 from ocr_app.prompts import render_page_prompt
 
@@ -62,8 +67,10 @@ class TextStreamer(BaseStreamer):
 class HFEngine:
     name = "hf"
 
-    def __init__(self, model: ModelPreset):
+    def __init__(self, model: ModelPreset, rollback: str = "recorded"):
         self.preset = model
+        self.rollback = rollback
+        self._decoder = None
         dtype = torch.float32 if model.hf_dtype == "float32" else torch.bfloat16
         self.processor, self.model = load_model_folder(model.resolved_path(), dtype)
         self.prompt = render_page_prompt(self.processor, model)
@@ -81,9 +88,43 @@ class HFEngine:
             images_kwargs={"size": {"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels}},
         )
 
+    def _speculative_decoder(self):
+        """Loaded on first use: plain decoding never needs the head."""
+        if self._decoder is None:
+            from ocr_app.spec.decoder import SpeculativeDecoder
+            from ocr_app.spec.mtp_head import load_mtp_head
+
+            head = load_mtp_head(self.preset.resolved_path(), self.model)
+            self._decoder = SpeculativeDecoder(self.model, head, self.stop_token_ids, rollback=self.rollback)
+        return self._decoder
+
+    def _read_speculative(
+        self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None
+    ) -> PageText:
+        decoder = self._speculative_decoder()
+        inputs = self._inputs(image)
+        streamer = TextStreamer(self.processor.tokenizer, on_text, skip_prompt_tokens=0) if on_text else None
+        started = time.perf_counter()
+        generation = decoder.generate(
+            inputs, settings, on_tokens=(lambda ids: streamer.put(torch.tensor(ids))) if streamer else None
+        )
+        wall_s = time.perf_counter() - started
+        new_ids = generation.token_ids
+        token_ids = tuple(new_ids[:-1] if generation.stopped else new_ids)
+        metrics = PageMetrics(
+            prompt_tokens=inputs["input_ids"].shape[1],
+            output_tokens=len(new_ids),
+            wall_s=wall_s,
+            finish_reason="stop" if generation.stopped else "length",
+            drafts=settings.drafts,
+            spec=generation.stats,
+        )
+        text = self.processor.tokenizer.decode(token_ids, skip_special_tokens=True)
+        return PageText(text=text, token_ids=token_ids, metrics=metrics)
+
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         if settings.drafts:
-            raise ConfigError("the hf engine has no MTP drafting yet; use --drafts 0")
+            return self._read_speculative(image, settings, on_text)
         inputs = self._inputs(image)
         prompt_tokens = inputs["input_ids"].shape[1]
         streamer = TextStreamer(self.processor.tokenizer, on_text, prompt_tokens) if on_text else None
@@ -125,3 +166,4 @@ class HFEngine:
 
     def close(self) -> None:
         self.model = None
+        self._decoder = None
