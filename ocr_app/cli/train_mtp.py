@@ -37,6 +37,7 @@ def train_mtp(
     epochs: int = typer.Option(None, "--epochs", help="Passes over the training pages."),
     warmup_steps: int = typer.Option(None, "--warmup-steps", help="Learning-rate warmup steps (at most a tenth of the run)."),
     eval_pages: int = typer.Option(None, "--eval-pages", help="Held-out pages to evaluate on, at most."),
+    eval_fraction: float = typer.Option(None, "--eval-fraction", help="Share of pages held out (whole documents)."),
     config: Path = typer.Option(None, "--config", help="Training defaults (TOML); default configs/train_mtp.toml."),
     synth_pages: int = typer.Option(0, "--synth-pages", help="Also use this many synthetic pages (needs ocr_app.synth)."),
     engine: str = typer.Option("hf", "--engine", "-e", help="Engine that reads the pages: hf or vllm."),
@@ -73,6 +74,7 @@ def train_mtp(
             epochs=epochs,
             warmup_steps=warmup_steps,
             eval_pages=eval_pages,
+            eval_fraction=eval_fraction,
         )
         job = TrainJob(
             model=preset,

@@ -177,5 +177,5 @@ def distill(
         kl = F.kl_div(F.log_softmax(student / temperature, dim=-1), teacher_log_probs, log_target=True, reduction="batchmean")
         step_loss = kl * temperature**2 + ce_weight * F.cross_entropy(student, target[valid])
         total = total + weights[step - 1] * step_loss
-        step_losses.append(float(step_loss))
+        step_losses.append(float(step_loss.detach()))
     return StepOutcome(total, step_losses, acceptance)

@@ -126,7 +126,7 @@ class Trainer:
             with autocast(device, main_dtype):
                 outcome = distill(self.head, batch, config.weights(), config.temperature, config.ce_weight)
             (outcome.loss / config.grad_accum).backward()
-            loss_sum += float(outcome.loss) / config.grad_accum
+            loss_sum += float(outcome.loss.detach()) / config.grad_accum
             for j, value in enumerate(outcome.step_losses):
                 step_losses[j] += value / config.grad_accum
             acceptance.merge(outcome.acceptance)
