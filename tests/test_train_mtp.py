@@ -73,11 +73,12 @@ def teacher(short_preset):
 
 @pytest.fixture(scope="module")
 def read_examples(tmp_path_factory, short_preset, teacher):
-    """Four pages read once by the main model through the read cache."""
-    docs = write_documents(tmp_path_factory.mktemp("docs"), images=4)
+    """Four pages read once by the main model through the read cache: three images and a PDF page
+    of another size, so prompts differ in length."""
+    docs = write_documents(tmp_path_factory.mktemp("docs"), images=3)
     refs, problems = document_pages(docs)
     assert not problems
-    refs = [ref for ref in refs if ref.document.suffix == ".png"]
+    refs = refs[:4]
     cache = ReadCache(tmp_path_factory.mktemp("cache"), {"prompt": teacher.engine.prompt})
     settings = GenerationSettings(max_tokens=short_preset.max_tokens)
     assert read_pages(refs, teacher.engine, settings, cache, teacher.engine.prompt, short_preset.pixels, 200) == []
@@ -101,6 +102,19 @@ def test_chained_pass_drafts_what_the_proposer_drafts(one_thread, teacher, short
             )
             assert drafts[row].tolist() == proposed, f"base {base}"
     assert batch.bases.shape[1] == len(read.token_ids)  # one chain per output position (L-1 .. T-2)
+
+
+def test_padded_batch_drafts_as_each_page_alone(one_thread, teacher, short_preset, read_examples, tiny_model_dir):
+    head = load_mtp_head(tiny_model_dir, teacher.model)
+    pages = [teacher.page_pass(render_page(ref, short_preset.pixels, 200), read.token_ids) for ref, read in read_examples]
+    assert len({page.prompt_len for page in pages}) > 1  # padding is exercised
+    with torch.no_grad():
+        together = chained_logits(head, make_batch(pages, None, None, torch.float32), 3)
+        for i, page in enumerate(pages):
+            alone = chained_logits(head, make_batch([page], None, None, torch.float32), 3)
+            count = alone[0].shape[1]
+            for step in range(3):
+                torch.testing.assert_close(together[step][i, :count], alone[step][0], rtol=1e-4, atol=1e-4)
 
 
 def test_fresh_head_is_identity_normed_and_exports_in_checkpoint_layout(teacher):

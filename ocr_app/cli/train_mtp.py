@@ -38,6 +38,7 @@ def train_mtp(
     warmup_steps: int = typer.Option(None, "--warmup-steps", help="Learning-rate warmup steps (at most a tenth of the run)."),
     eval_pages: int = typer.Option(None, "--eval-pages", help="Held-out pages to evaluate on, at most."),
     eval_fraction: float = typer.Option(None, "--eval-fraction", help="Share of pages held out (whole documents)."),
+    eval_positions: int = typer.Option(None, "--eval-positions", help="Draft positions to evaluate (1-7; default 7)."),
     config: Path = typer.Option(None, "--config", help="Training defaults (TOML); default configs/train_mtp.toml."),
     synth_pages: int = typer.Option(0, "--synth-pages", help="Also use this many synthetic pages (needs ocr_app.synth)."),
     engine: str = typer.Option("hf", "--engine", "-e", help="Engine that reads the pages: hf or vllm."),
@@ -75,6 +76,7 @@ def train_mtp(
             warmup_steps=warmup_steps,
             eval_pages=eval_pages,
             eval_fraction=eval_fraction,
+            eval_positions=eval_positions,
         )
         job = TrainJob(
             model=preset,
@@ -94,6 +96,8 @@ def train_mtp(
         bars: dict[str, tqdm] = {}
 
         def start_bar(name: str, total: int, initial: int = 0, unit: str = "page") -> None:
+            for bar in bars.values():
+                bar.close()
             bars[name] = tqdm(total=total, initial=initial, desc=name, unit=unit, file=sys.stderr, dynamic_ncols=True)
 
         def on_step(report) -> None:

@@ -134,6 +134,8 @@ def train(job: TrainJob, callbacks: Callbacks) -> list[HeadEvaluation]:
     work_dir.mkdir(parents=True, exist_ok=True)
     if (work_dir / CHECKPOINT_FILE).exists() and not job.resume:
         raise ConfigError(f"{work_dir} holds a checkpoint of an earlier run; pass --resume or another --work-dir")
+    if job.init not in ("existing", "fresh") and not Path(job.init).exists():
+        raise ConfigError(f"--init {job.init}: expected existing, fresh, or a head file that exists")
     hashes = main_weight_hashes(model_dir)
     prepared = prepare(job, callbacks)
     for problem in prepared.problems:
