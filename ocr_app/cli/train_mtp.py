@@ -50,19 +50,10 @@ def train_mtp(
     in_place: bool = typer.Option(False, "--in-place", help="Allow --output to be the input model folder."),
 ) -> None:
     with report_errors():
-        quiet_libraries()
-        import torch
-
         from ocr_app.config import load_mode_preset, load_model_preset
         from ocr_app.train_mtp.config import load_train_config
-        from ocr_app.train_mtp.evaluate import print_report
-        from ocr_app.train_mtp.run import Callbacks, TrainJob, evaluate_only, train
 
-        if threads:
-            torch.set_num_threads(threads)
-        preset = load_model_preset(model)
-        if max_tokens is not None:
-            preset = preset.model_copy(update={"max_tokens": max_tokens})
+        # Settings are checked before torch and transformers load, so a typo fails in a blink.
         train_config = load_train_config(
             config,
             draft_steps=draft_steps,
@@ -78,6 +69,17 @@ def train_mtp(
             eval_fraction=eval_fraction,
             eval_positions=eval_positions,
         )
+        preset = load_model_preset(model)
+        if max_tokens is not None:
+            preset = preset.model_copy(update={"max_tokens": max_tokens})
+        quiet_libraries()
+        import torch
+
+        from ocr_app.train_mtp.evaluate import print_report
+        from ocr_app.train_mtp.run import Callbacks, TrainJob, evaluate_only, train
+
+        if threads:
+            torch.set_num_threads(threads)
         job = TrainJob(
             model=preset,
             output=output,

@@ -76,5 +76,6 @@ def load_train_config(path: Path | None = None, **overrides) -> TrainConfig:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise ConfigError(f"{source}: bad training setting '{key}': {first['msg']}") from None
+        key = ".".join(str(part) for part in first["loc"])
+        message = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"bad training setting{f' {key}' if key else ''}: {message} (defaults from {source})") from None

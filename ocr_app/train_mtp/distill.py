@@ -170,7 +170,10 @@ def distill(
         matched = (student.argmax(dim=-1) == target) & valid
         still_accepted = still_accepted & matched
         acceptance.add(step - 1, int(matched.sum()), int(still_accepted.sum()), int(valid.sum()))
-        if weights is None or not valid.any():
+        if weights is None:
+            continue
+        if not valid.any():  # every page of the batch ended before this step
+            step_losses.append(0.0)
             continue
         student, teacher = student[valid].float(), teacher[valid]  # [N, V]
         teacher_log_probs = F.log_softmax(teacher / temperature, dim=-1)

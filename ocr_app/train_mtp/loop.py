@@ -13,14 +13,16 @@ import contextlib
 import json
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from PIL import Image
 
 from ocr_app.config import PixelBudget
 from ocr_app.errors import ConfigError
+from ocr_app.pages import prefetch
 from ocr_app.spec.mtp_head import MTPHead
 from ocr_app.train_mtp.config import TrainConfig
 from ocr_app.train_mtp.data import PageRead, PageRef, render_page
@@ -106,22 +108,28 @@ class Trainer:
             self._orders = {epoch: order}
         return self.examples[self._orders[epoch][offset]]
 
-    def _micro_batch(self, step: int, micro: int) -> tuple[list, random.Random]:
+    def _rendered(self, step: int) -> Iterator[list[tuple[Image.Image, PageRead]]]:
+        """The pages of every micro-batch from `step` on, rendered as inference renders them; endless."""
         per_micro = self.config.batch_size
-        first = (step * self.config.grad_accum + micro) * per_micro
-        examples = [self._example(first + i) for i in range(per_micro)]
-        passes = [self.teacher.page_pass(render_page(ref, self.budget, self.dpi), read.token_ids) for ref, read in examples]
-        return passes, random.Random(f"{self.config.seed}-step-{step}-micro-{micro}")
+        while True:
+            for micro in range(self.config.grad_accum):
+                first = (step * self.config.grad_accum + micro) * per_micro
+                examples = [self._example(first + i) for i in range(per_micro)]
+                yield [(render_page(ref, self.budget, self.dpi), read) for ref, read in examples]
+            step += 1
 
-    def train_step(self) -> StepReport:
+    def train_step(self, rendered: Iterator[list[tuple[Image.Image, PageRead]]] | None = None) -> StepReport:
+        """One optimizer step; `rendered` is `_rendered(self.step)`, possibly produced ahead on a thread."""
         config = self.config
+        rendered = rendered if rendered is not None else self._rendered(self.step)
         device, main_dtype = self.teacher.device, self.teacher.model.dtype
         self.head.train()
         self.optimizer.zero_grad(set_to_none=True)
         acceptance = Acceptance()
         loss_sum, step_losses = 0.0, [0.0] * config.draft_steps
         for micro in range(config.grad_accum):
-            passes, rng = self._micro_batch(self.step, micro)
+            passes = [self.teacher.page_pass(image, read.token_ids) for image, read in next(rendered)]
+            rng = random.Random(f"{config.seed}-step-{self.step}-micro-{micro}")
             batch = make_batch(passes, config.max_bases, rng, torch.float32)
             with autocast(device, main_dtype):
                 outcome = distill(self.head, batch, config.weights(), config.temperature, config.ce_weight)
@@ -145,11 +153,15 @@ class Trainer:
         return report
 
     def run(self, on_step: Callable[[StepReport], None] = lambda report: None) -> None:
-        while self.step < self.total_steps:
-            report = self.train_step()
-            on_step(report)
-            if self.step % self.config.checkpoint_every == 0 or self.step == self.total_steps:
-                self.save_checkpoint()
+        rendered = prefetch(self._rendered(self.step), depth=2 * self.config.grad_accum)
+        try:
+            while self.step < self.total_steps:
+                report = self.train_step(rendered)
+                on_step(report)
+                if self.step % self.config.checkpoint_every == 0 or self.step == self.total_steps:
+                    self.save_checkpoint()
+        finally:
+            rendered.close()
 
     def save_checkpoint(self) -> Path:
         path = self.work_dir / CHECKPOINT_FILE
@@ -174,7 +186,7 @@ class Trainer:
         path = self.work_dir / CHECKPOINT_FILE
         if not path.exists():
             return False
-        state = torch.load(path, map_location=self.teacher.device, weights_only=False)
+        state = torch.load(path, map_location=self.teacher.device, weights_only=True)
         saved, current = state["config"], self.config.model_dump()
         changed = sorted(key for key in current if key not in RESUMABLE_CHANGES and saved.get(key) != current[key])
         if changed:
