@@ -150,6 +150,8 @@ def test_resumed_run_ends_with_the_same_head(one_thread, tmp_path, teacher, shor
     resumed.run()
     for name, tensor in straight.head.state_dict().items():
         assert torch.equal(tensor, resumed.head.state_dict()[name]), name
+    assert not torch.equal(straight.head.fc.weight, fresh_head(teacher.model, seed=0).fc.weight)
+    assert all(parameter.grad is None for parameter in teacher.model.parameters())  # embeddings, lm_head: frozen
     logged = [json.loads(line)["step"] for line in (tmp_path / "killed" / "train_log.jsonl").read_text().splitlines()]
     assert logged == [1, 2, 3, 4]
 

@@ -97,9 +97,16 @@ def train_mtp(
         console = Console()
         bars: dict[str, tqdm] = {}
 
-        def start_bar(name: str, total: int, initial: int = 0, unit: str = "page") -> None:
+        def close_bars() -> None:
             for bar in bars.values():
                 bar.close()
+
+        def note(line: str) -> None:
+            close_bars()
+            print(line, file=sys.stderr)
+
+        def start_bar(name: str, total: int, initial: int = 0, unit: str = "page") -> None:
+            close_bars()
             bars[name] = tqdm(total=total, initial=initial, desc=name, unit=unit, file=sys.stderr, dynamic_ncols=True)
 
         def on_step(report) -> None:
@@ -108,16 +115,15 @@ def train_mtp(
             bars["training"].update(1)
 
         callbacks = Callbacks(
-            on_note=lambda line: print(line, file=sys.stderr),
+            on_note=note,
             on_reading=lambda total: start_bar("reading", total),
             on_read=lambda read: bars["reading"].update(1),
             on_training=lambda first, total: start_bar("training", total, first, unit="step"),
             on_step=on_step,
-            on_evaluation=lambda evaluation: print(f"evaluated {evaluation.name} on {evaluation.pages} held-out pages", file=sys.stderr),
+            on_evaluation=lambda evaluation: note(f"evaluated {evaluation.name} on {evaluation.pages} held-out pages"),
         )
         evaluations = evaluate_only(job, callbacks) if eval_only else train(job, callbacks)
-        for bar in bars.values():
-            bar.close()
+        close_bars()
         print_report(evaluations, train_config.eval_positions, job.resolved_work_dir / "eval.json", console)
 
 

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
+from ocr_app.errors import ModelError
 from ocr_app.spec.mtp_head import MTPHead
 from ocr_app.train_mtp.teacher import TeacherPass
 
@@ -78,8 +79,11 @@ def make_batch(passes: list[TeacherPass], max_bases: int | None, rng: random.Ran
 
 def _mask(allowed: torch.Tensor, head: MTPHead) -> torch.Tensor:  # bool [B, Q, K] -> [B, 1, Q, K]
     allowed = allowed[:, None]
-    if head.config._attn_implementation == "sdpa":
+    implementation = head.config._attn_implementation
+    if implementation == "sdpa":
         return allowed
+    if implementation != "eager":  # flash kernels take no arbitrary mask: the chains would see each other
+        raise ModelError(f"training the head needs sdpa or eager attention, not {implementation}")
     return torch.zeros(allowed.shape, dtype=head.fc.weight.dtype, device=allowed.device).masked_fill(
         ~allowed, torch.finfo(head.fc.weight.dtype).min
     )
