@@ -8,4 +8,5 @@
     loop.py       AdamW + warmup/cosine, accumulation, clipping, resumable checkpoints
     export.py     the new model folder: mtp.safetensors + index, every other file copied unchanged
     evaluate.py   teacher-forced and real (speculative decoder) acceptance, before and after
+    run.py        a whole run as library calls (the CLI `ocr-train-mtp` is a shell over it)
 """
