@@ -68,9 +68,12 @@ class MTPHead(nn.Module):
         hidden: torch.Tensor,  # [B, T, H] main model's h_t (or the head's own g for chained steps)
         position_ids: torch.Tensor,  # [3, B, T] M-RoPE positions of h_t
         cache=None,  # transformers DynamicCache of the head; None = teacher-forced over the whole sequence
+        attention_mask: torch.Tensor | None = None,  # [B, 1, T, cached + T]; None = causal (chained training passes its own)
     ) -> torch.Tensor:  # [B, T, H] g, after mtp.norm
         fused = self.fc(torch.cat([self.pre_fc_norm_embedding(token_embeds), self.pre_fc_norm_hidden(hidden)], dim=-1))
-        mask = create_causal_mask(config=self.config, inputs_embeds=fused, attention_mask=None, past_key_values=cache)
+        mask = attention_mask
+        if mask is None:
+            mask = create_causal_mask(config=self.config, inputs_embeds=fused, attention_mask=None, past_key_values=cache)
         position_embeddings = self._shared[2](fused, position_ids)
         fused = self.layers[0](
             fused,

@@ -1,0 +1,159 @@
+"""A whole `ocr-train-mtp` run, as library calls: read (or reuse) the pages, evaluate the starting head,
+train, export into the new model folder, check the main weights, evaluate the trained head."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ocr_app.config import ModelPreset
+from ocr_app.engines import GenerationSettings, make_engine
+from ocr_app.engines.hf import HFEngine
+from ocr_app.errors import ConfigError, ModelError
+from ocr_app.pages import DEFAULT_DPI
+from ocr_app.spec.mtp_head import load_mtp_head
+from ocr_app.train_mtp.config import TrainConfig
+from ocr_app.train_mtp.data import PageRead, PageRef, ReadCache, document_pages, read_pages, split_pages, synth_pages
+from ocr_app.train_mtp.evaluate import HeadEvaluation, evaluate_head
+from ocr_app.train_mtp.export import export_head, main_weight_hashes, prepare_output
+from ocr_app.train_mtp.head_init import initial_head
+from ocr_app.train_mtp.loop import CHECKPOINT_FILE, Example, StepReport, Trainer
+from ocr_app.train_mtp.teacher import Teacher
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    model: ModelPreset
+    output: Path
+    config: TrainConfig
+    data: Path | None = None
+    synth_pages: int = 0
+    init: str = "existing"  # existing | fresh | path to a head file
+    resume: bool = False
+    engine: str = "hf"  # which engine reads the pages
+    concurrency: int = 1
+    work_dir: Path | None = None  # default: OUTPUT.mtp-work next to the output folder
+    device: str | None = None  # default: cuda when available
+    dpi: int = DEFAULT_DPI
+    in_place: bool = False
+
+    @property
+    def resolved_work_dir(self) -> Path:
+        return self.work_dir or self.output.parent / f"{self.output.name}.mtp-work"
+
+
+@dataclass
+class Callbacks:
+    on_note: Callable[[str], None] = lambda line: None
+    on_reading: Callable[[int], None] = lambda pages_to_read: None
+    on_read: Callable[[PageRead], None] = lambda read: None
+    on_training: Callable[[int, int], None] = lambda first_step, total_steps: None
+    on_step: Callable[[StepReport], None] = lambda report: None
+    on_evaluation: Callable[[HeadEvaluation], None] = lambda evaluation: None
+
+
+@dataclass
+class Prepared:
+    teacher: Teacher
+    train: list[Example]
+    held_out: list[Example]
+    problems: list[str] = field(default_factory=list)
+
+
+def _page_refs(job: TrainJob) -> tuple[list[PageRef], list[str]]:
+    refs, problems = document_pages(job.data) if job.data is not None else ([], [])
+    refs += synth_pages(job.synth_pages)
+    if not refs:
+        raise ConfigError("no pages to learn from: give --data with documents (or --synth-pages)")
+    return refs, problems
+
+
+def prepare(job: TrainJob, callbacks: Callbacks, held_out_only: bool = False) -> Prepared:
+    """Split the pages, have the main model read those not in the cache yet, load the teacher."""
+    refs, problems = _page_refs(job)
+    train_refs, held_out_refs = split_pages(refs, job.config.eval_fraction, job.config.seed)
+    held_out_refs = held_out_refs[: job.config.eval_pages]
+    hf_engine = HFEngine(job.model)
+    settings = GenerationSettings(max_tokens=job.model.max_tokens)
+    meta = {
+        "model": str(job.model.resolved_path().resolve()),
+        "prompt": hf_engine.prompt,
+        "pixels": job.model.pixels.model_dump(),
+        "dpi": job.dpi,
+        "max_tokens": job.model.max_tokens,
+    }
+    cache = ReadCache(job.resolved_work_dir / "reads", meta)
+    wanted = held_out_refs if held_out_only else train_refs + held_out_refs
+    missing = [ref for ref in wanted if ref.page_id not in cache.reads]
+    if missing:
+        callbacks.on_reading(len(missing))
+        engine = hf_engine if job.engine == "hf" else make_engine(job.engine, job.model)
+        try:
+            problems += read_pages(
+                missing, engine, settings, cache, hf_engine.prompt, job.model.pixels, job.dpi, job.concurrency, callbacks.on_read
+            )
+        finally:
+            if engine is not hf_engine:
+                engine.close()
+    device = torch.device(job.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    teacher = Teacher(hf_engine, device)
+
+    def examples(page_refs: list[PageRef]) -> list[Example]:  # unread pages and pages with no output teach nothing
+        reads = [(ref, cache.reads.get(ref.page_id)) for ref in page_refs]
+        return [(ref, read) for ref, read in reads if read is not None and read.token_ids]
+
+    return Prepared(teacher, [] if held_out_only else examples(train_refs), examples(held_out_refs), problems)
+
+
+def _evaluate(name, head, prepared: Prepared, job: TrainJob, callbacks: Callbacks) -> HeadEvaluation:
+    evaluation = evaluate_head(
+        name, head, prepared.teacher, prepared.held_out, job.model.pixels, job.dpi, job.config.eval_positions, job.model.max_tokens
+    )
+    callbacks.on_evaluation(evaluation)
+    return evaluation
+
+
+def evaluate_only(job: TrainJob, callbacks: Callbacks) -> list[HeadEvaluation]:
+    """The input model's head, and the output folder's head when there is one."""
+    prepared = prepare(job, callbacks, held_out_only=True)
+    for problem in prepared.problems:
+        callbacks.on_note(f"skipped: {problem}")
+    model = prepared.teacher.model
+    evaluations = [_evaluate("input head", load_mtp_head(job.model.resolved_path(), model), prepared, job, callbacks)]
+    if (job.output / "config.json").exists():
+        evaluations.append(_evaluate("output head", load_mtp_head(job.output, model), prepared, job, callbacks))
+    return evaluations
+
+
+def train(job: TrainJob, callbacks: Callbacks) -> list[HeadEvaluation]:
+    model_dir = job.model.resolved_path()
+    work_dir = job.resolved_work_dir
+    work_dir.mkdir(parents=True, exist_ok=True)
+    if (work_dir / CHECKPOINT_FILE).exists() and not job.resume:
+        raise ConfigError(f"{work_dir} holds a checkpoint of an earlier run; pass --resume or another --work-dir")
+    if job.init not in ("existing", "fresh") and not Path(job.init).exists():
+        raise ConfigError(f"--init {job.init}: expected existing, fresh, or a head file that exists")
+    hashes = main_weight_hashes(model_dir)
+    prepared = prepare(job, callbacks)
+    for problem in prepared.problems:
+        callbacks.on_note(f"skipped: {problem}")
+    if not prepared.held_out:
+        raise ConfigError("no held-out page with output to evaluate on")
+    model = prepared.teacher.model
+    before = _evaluate("before", initial_head(job.init, model_dir, model, job.config.seed), prepared, job, callbacks)
+    head = initial_head(job.init, model_dir, model, job.config.seed)
+    trainer = Trainer(job.config, prepared.teacher, head, prepared.train, job.model.pixels, job.dpi, work_dir)
+    if job.resume and trainer.resume():
+        callbacks.on_note(f"resumed at step {trainer.step} of {trainer.total_steps}")
+    callbacks.on_training(trainer.step, trainer.total_steps)
+    trainer.run(callbacks.on_step)
+    prepare_output(model_dir, job.output, overwrite_input=job.in_place)
+    export_head(head, job.output, model.dtype, model.config.text_config)
+    if main_weight_hashes(model_dir) != hashes or main_weight_hashes(job.output) != hashes:
+        raise ModelError("the main model's weights changed while training the head; this is a bug")
+    callbacks.on_note(f"wrote {job.output}; main weights unchanged: " + ", ".join(f"{n} sha256 {h[:12]}" for n, h in hashes.items()))
+    after = _evaluate("after", load_mtp_head(job.output, model), prepared, job, callbacks)
+    return [before, after]
