@@ -75,6 +75,10 @@ def read(
     max_tokens: Annotated[Optional[int], typer.Option(help="Most tokens per page; default from the model preset.")] = None,
     temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
     glob: Annotated[Optional[str], typer.Option(help="Within folders, only files matching this pattern.")] = None,
+    server: Annotated[
+        Optional[list[str]],
+        typer.Option(help="URL of a running `vllm serve` to send pages to instead of starting vLLM here; repeatable."),
+    ] = None,
 ) -> None:
     """Read documents into Markdown."""
     quiet_libraries()
@@ -94,7 +98,7 @@ def read(
         targets = plan_outputs(inputs, documents, output, fmt)
         _check_writable(targets)
         job = ReadJob(model=model_preset, mode=mode_preset, settings=settings, pages=pages, dpi=dpi, password=password)
-        reader = make_engine(engine, model_preset)
+        reader = make_engine(engine, model_preset, settings.drafts, tuple(server or ()))
         failures = _run(documents, reader, job, targets, fmt, page_separator, engine)
         reader.close()
     if failures:
@@ -133,6 +137,14 @@ def _run(documents, engine, job: ReadJob, targets, fmt: str, separator: str, eng
         f"{summary['pages_per_s']:.2f} pages/s, {summary['tokens_per_s']:.1f} tok/s",
         file=sys.stderr,
     )
+    if run_metrics.spec is not None:
+        spec = run_metrics.spec
+        rates = " ".join(f"{rate:.2f}" for rate in spec.acceptance_rate_per_position)
+        print(
+            f"MTP: mean acceptance length {spec.mean_acceptance_length:.2f}, "
+            f"{spec.num_accepted_tokens}/{spec.num_draft_tokens} draft tokens accepted, per position {rates}",
+            file=sys.stderr,
+        )
     return failures
 
 
