@@ -10,8 +10,16 @@ from ocr_app.documents import open_document
 from ocr_app.pages import iter_pages
 from tests.conftest import PROJECT_ROOT, SAMPLE_PDF
 
-# Small KV cache and no torch.compile: vLLM starts in ~20 s on the tiny models.
-VLLM_TEST_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "OCR_APP_VLLM_EAGER": "1", "PYTHONPATH": str(PROJECT_ROOT)}
+# Small KV cache, no torch.compile, and vLLM's engine core in this process: on a
+# busy 2-core machine a start then takes ~25 s instead of ~80 s (no processes
+# re-importing torch), and a restart for another K ~10 s.
+VLLM_TEST_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "OCR_APP_VLLM_EAGER": "1",
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    # Subprocesses import this checkout, not the installed one.
+    "PYTHONPATH": str(PROJECT_ROOT),
+}
 
 # vLLM runs in bf16 (8-bit mantissa); the reference runs in fp32.  Two tokens whose
 # fp32 logits are closer than this fraction of the logit range can swap places
