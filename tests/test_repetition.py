@@ -46,7 +46,6 @@ def test_looping_page_is_read_again(hf_engine, tiny_preset, first_page):
     assert page.metrics.retried
     assert page.token_ids != greedy.token_ids
     assert page.token_ids == again.token_ids  # the retry's seed makes it reproducible
-    assert page.metrics.wall_s > greedy.metrics.wall_s * 0.5
 
     results = dict(engine.read_many([("a", first_page), ("b", first_page)], settings, concurrency=2))
     assert results["a"].metrics.retried and results["a"].token_ids == page.token_ids

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.vllm_support import assert_same_greedy_output, sample_page_images, use_test_env
+from tests.vllm_support import assert_same_greedy_output, next_token_logits, sample_page_images, use_test_env
 
 use_test_env()
 
@@ -78,3 +78,12 @@ def test_drafts_change_no_greedy_text(engine, pages, hf_engine):
     assert engine.drafts == 0 and all(page.metrics.spec is None for page in without)
     for image, plain, drafted in zip(pages, without, with_drafts):
         assert_same_greedy_output(hf_engine, image, plain.token_ids, drafted.token_ids)
+
+
+def test_near_tie_check_rejects_a_real_difference(hf_engine, pages):
+    greedy = list(hf_engine.read(pages[0], GenerationSettings(max_tokens=8)).token_ids)
+    logits = next_token_logits(hf_engine, pages[0], greedy[:4])
+    assert int(logits.argmax()) == greedy[4]  # the reference forward agrees with generate()
+    unlikely = int(logits.argmin())
+    with pytest.raises(AssertionError, match="not a near-tie"):
+        assert_same_greedy_output(hf_engine, pages[0], greedy, greedy[:4] + [unlikely] + greedy[5:])

@@ -49,10 +49,13 @@ def next_token_logits(hf_engine, image, output_prefix) -> torch.Tensor:
     inputs = hf_engine._inputs(image)
     prefix = torch.tensor([list(output_prefix)], dtype=inputs["input_ids"].dtype)
     input_ids = torch.cat([inputs["input_ids"], prefix], dim=1)  # [1, prompt + prefix]
+    # Which tokens are image tokens, for the multimodal rotary positions; the output is text.
+    token_types = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(prefix)], dim=1)  # [1, prompt + prefix]
     with torch.inference_mode():
         logits = hf_engine.model(
             input_ids=input_ids,
             attention_mask=torch.ones_like(input_ids),
+            mm_token_type_ids=token_types,
             pixel_values=inputs["pixel_values"],
             image_grid_thw=inputs["image_grid_thw"],
         ).logits
