@@ -107,25 +107,22 @@ def main() -> None:
     images = page_images(preset, args.pages)
     draft_counts = [int(k) for k in args.drafts.split(",")]
 
-    results: dict[int, tuple[Figures, Figures]] = {}
-    engine = VllmEngine(preset, drafts=draft_counts[0], enforce_eager=not args.compile)
-    try:
-        for drafts in draft_counts:
-            settings = GenerationSettings(max_tokens=args.max_tokens, drafts=drafts)
-            results[drafts] = measure(engine, images, settings, args.concurrency, args.repeats)
-    finally:
-        engine.close()
-
     print(
         f"model {preset.name}, {args.pages} pages, max {args.max_tokens} tokens, bulk concurrency {args.concurrency}, "
         f"median of {args.repeats} runs, {'compiled' if args.compile else 'eager'}"
     )
     print(f"{'mode':<12} {'drafts':>6} {'tok/s':>9} {'pages/s':>8} {'speedup':>8} {'mean AL':>8}  per-position acceptance")
-    baseline = results[draft_counts[0]]
-    for index, mode in enumerate(("low-latency", "bulk")):
+    engine = VllmEngine(preset, drafts=draft_counts[0], enforce_eager=not args.compile)
+    baseline: tuple[Figures, Figures] | None = None
+    try:
         for drafts in draft_counts:
-            print(format_row(drafts, mode, results[drafts][index], baseline[index]))
-
+            settings = GenerationSettings(max_tokens=args.max_tokens, drafts=drafts)
+            figures = measure(engine, images, settings, args.concurrency, args.repeats)
+            baseline = baseline or figures
+            for mode, mode_figures, mode_baseline in zip(("low-latency", "bulk"), figures, baseline):
+                print(format_row(drafts, mode, mode_figures, mode_baseline), flush=True)
+    finally:
+        engine.close()
 
 if __name__ == "__main__":
     main()

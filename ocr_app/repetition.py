@@ -95,5 +95,9 @@ class RetryDegenerate:
         for key, page in self.engine.read_many(again, retry_settings(settings, self.retry), concurrency):
             yield key, as_retry(degenerate.pop(key), page)
 
+    def __getattr__(self, name: str):
+        # Anything else an engine offers (e.g. `spec_totals`, `drafts`) is the wrapped engine's.
+        return getattr(self.engine, name)
+
     def close(self) -> None:
         self.engine.close()
