@@ -50,6 +50,18 @@ class PixelBudget(_Strict):
         return self
 
 
+class RetryPreset(_Strict):
+    """How a page whose output ran to max tokens in a repetition loop is read again (once).
+
+    Greedy decoding would loop the same way again; a little temperature lets
+    the model leave the loop.  A fixed seed keeps the retry reproducible.
+    """
+
+    temperature: float = 0.4
+    top_p: float = 0.95
+    seed: int = 0
+
+
 class ModelPreset(_Strict):
     name: str
     path: Path
@@ -60,6 +72,7 @@ class ModelPreset(_Strict):
     pixels: PixelBudget
     # Per-mode draft counts for this model; missing modes use configs/modes.toml.
     drafts: dict[ModeName, int] = {}
+    retry: RetryPreset = RetryPreset()
 
     def resolved_path(self) -> Path:
         return self.path if self.path.is_absolute() else PROJECT_ROOT / self.path

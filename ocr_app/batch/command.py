@@ -33,6 +33,7 @@ class BatchSettings:
     fmt: str
     page_separator: str
     allow_partial: bool
+    servers: tuple[str, ...] = ()  # remote `vllm serve` URLs; empty = an engine in this process
 
 
 def recorded_settings(output_dir: Path) -> BatchSettings:
@@ -81,7 +82,7 @@ def read_folder(
                 "model": job.model.name, "engine": settings.engine, "mode": job.mode.name, "drafts": job.settings.drafts
             },
         )
-        engine = make_engine(settings.engine, job.model)
+        engine = make_engine(settings.engine, job.model, job.settings.drafts, tuple(settings.servers))
         try:
             with stop_on_signals(lambda line: console.print(line)) as stop, batch_events(console, log_json) as events:
                 summary = run_batch(targets, engine, job, store, options, events, stop.event)

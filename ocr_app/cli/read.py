@@ -85,6 +85,10 @@ def read(
     allow_partial: Annotated[bool, typer.Option(help="Batch: write a document whose pages partly failed, with a placeholder for each.")] = False,
     max_attempts: Annotated[int, typer.Option(help="Batch: reads of a failing page before giving up on it.")] = DEFAULT_MAX_ATTEMPTS,
     log_json: Annotated[Optional[Path], typer.Option(help="Batch: append one JSON line per finished page to this file.")] = None,
+    server: Annotated[
+        Optional[list[str]],
+        typer.Option(help="URL of a running `vllm serve` to send pages to instead of starting vLLM here; repeatable."),
+    ] = None,
 ) -> None:
     """Read documents into Markdown."""
     quiet_libraries()
@@ -98,7 +102,7 @@ def read(
             requested = BatchSettings(
                 model=_absolute_if_folder(model or default_model_name()), engine=engine, mode=mode or "bulk",
                 drafts=drafts, pages=pages, dpi=dpi, max_tokens=max_tokens, temperature=temperature, fmt=fmt,
-                page_separator=page_separator, allow_partial=allow_partial,
+                page_separator=page_separator, allow_partial=allow_partial, servers=tuple(server or ()),
             )
             exit_code = _read_batch(inputs, output, retry_failed, glob, password, requested, force, max_attempts, log_json)
             raise typer.Exit(exit_code)
@@ -108,7 +112,7 @@ def read(
         documents = find_documents(inputs, glob)
         targets = plan_outputs(inputs, documents, output, fmt)
         _check_writable(targets)
-        reader = make_engine(engine, job.model)
+        reader = make_engine(engine, job.model, job.settings.drafts, tuple(server or ()))
         failures = _run(documents, reader, job, targets, fmt, page_separator, engine)
         reader.close()
     if failures:
@@ -185,6 +189,14 @@ def _run(documents, engine, job: ReadJob, targets, fmt: str, separator: str, eng
         f"{summary['pages_per_s']:.2f} pages/s, {summary['tokens_per_s']:.1f} tok/s",
         file=sys.stderr,
     )
+    if run_metrics.spec is not None:
+        spec = run_metrics.spec
+        rates = " ".join(f"{rate:.2f}" for rate in spec.acceptance_rate_per_position)
+        print(
+            f"MTP: mean acceptance length {spec.mean_acceptance_length:.2f}, "
+            f"{spec.num_accepted_tokens}/{spec.num_draft_tokens} draft tokens accepted, per position {rates}",
+            file=sys.stderr,
+        )
     return failures
 
 

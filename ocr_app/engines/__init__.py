@@ -66,10 +66,29 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-def make_engine(name: str, model: ModelPreset) -> Engine:
-    """Start an engine; heavy imports happen only for the engine asked for."""
-    if name == "hf":
+def make_engine(name: str, model: ModelPreset, drafts: int = 0, servers: tuple[str, ...] = ()) -> Engine:
+    """Start an engine; heavy imports happen only for the engine asked for.
+
+    `drafts` is the K the engine starts with (vLLM fixes it at start);
+    `servers` sends pages to running `vllm serve` endpoints instead.  Every
+    engine is wrapped so that pages stuck in a repetition loop are read again.
+    """
+    from ocr_app.repetition import RetryDegenerate
+
+    if servers and name != "vllm":
+        raise ConfigError("--server sends pages to `vllm serve`; use it with --engine vllm")
+    if servers:
+        from ocr_app.engines.remote import RemoteEngine
+
+        engine = RemoteEngine(model, servers)
+    elif name == "hf":
         from ocr_app.engines.hf import HFEngine
 
-        return HFEngine(model)
-    raise ConfigError(f"unknown engine '{name}' (engines: {', '.join(ENGINE_NAMES)})")
+        engine = HFEngine(model)
+    elif name == "vllm":
+        from ocr_app.engines.vllm import VllmEngine
+
+        engine = VllmEngine(model, drafts)
+    else:
+        raise ConfigError(f"unknown engine '{name}' (engines: {', '.join(ENGINE_NAMES)})")
+    return RetryDegenerate(engine, model.retry)

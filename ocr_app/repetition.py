@@ -1,0 +1,103 @@
+"""Degenerate output: a page that ran to max tokens stuck in a repetition loop, read again once.
+
+A loop shows as a tail that repeats with a short period (`| | | |`, the same
+line over and over).  Only pages that hit max tokens are suspects: a page that
+ended by itself is taken as the model meant it, tables and all.  The retry uses
+the model preset's retry settings (some temperature), since greedy decoding
+would walk into the same loop.  Detection works on token ids, so it applies to
+every engine alike through `RetryDegenerate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+
+from PIL import Image
+
+from ocr_app.config import RetryPreset
+from ocr_app.engines import Engine, GenerationSettings, Key, PageText, TextCallback
+
+# A loop is a period of at most MAX_PERIOD tokens repeated at least MIN_REPEATS
+# times, spanning at least MIN_SPAN tokens (so `aaaa` is not a loop yet).
+MAX_PERIOD = 64
+MIN_REPEATS = 4
+MIN_SPAN = 24
+
+
+def repetition_period(token_ids: Sequence[int]) -> int | None:
+    """The period of the loop the sequence ends in, or None if its tail does not repeat."""
+    for period in range(1, MAX_PERIOD + 1):
+        span = max(period * MIN_REPEATS, MIN_SPAN)
+        if span > len(token_ids):
+            break
+        tail = token_ids[len(token_ids) - span :]
+        if all(tail[i] == tail[i - period] for i in range(period, span)):
+            return period
+    return None
+
+
+def is_degenerate(page: PageText) -> bool:
+    return page.metrics.finish_reason == "length" and repetition_period(page.token_ids) is not None
+
+
+def retry_settings(settings: GenerationSettings, retry: RetryPreset) -> GenerationSettings:
+    return replace(settings, temperature=retry.temperature, top_p=retry.top_p, seed=retry.seed)
+
+
+def as_retry(first: PageText, second: PageText) -> PageText:
+    """The second reading, charged with the time and drafting work of both."""
+    spec = second.metrics.spec
+    if first.metrics.spec is not None and spec is not None:
+        spec = replace(spec, accepted_per_position=list(spec.accepted_per_position))
+        spec.merge(first.metrics.spec)
+    metrics = replace(second.metrics, wall_s=first.metrics.wall_s + second.metrics.wall_s, spec=spec, retried=True)
+    return replace(second, metrics=metrics)
+
+
+class RetryDegenerate:
+    """Wraps any engine: pages that end in a repetition loop are read once more with the retry settings.
+
+    In streaming the retry is not streamed: the caller has seen the looping
+    text and gets the retried text in the returned page.
+    """
+
+    def __init__(self, engine: Engine, retry: RetryPreset):
+        self.engine = engine
+        self.retry = retry
+        self.name = engine.name
+
+    def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
+        page = self.engine.read(image, settings, on_text)
+        if not is_degenerate(page):
+            return page
+        return as_retry(page, self.engine.read(image, retry_settings(settings, self.retry)))
+
+    def read_many(
+        self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
+    ) -> Iterator[tuple[Key, PageText]]:
+        images: dict[Key, Image.Image] = {}
+
+        def remembered() -> Iterator[tuple[Key, Image.Image]]:
+            for key, image in pages:
+                images[key] = image
+                yield key, image
+
+        degenerate: dict[Key, PageText] = {}
+        for key, page in self.engine.read_many(remembered(), settings, concurrency):
+            if is_degenerate(page):
+                degenerate[key] = page
+            else:
+                del images[key]
+                yield key, page
+        # Retried after the first pass, not inside it: an engine serves one read at a time.
+        again = ((key, images.pop(key)) for key in list(degenerate))
+        for key, page in self.engine.read_many(again, retry_settings(settings, self.retry), concurrency):
+            yield key, as_retry(degenerate.pop(key), page)
+
+    def __getattr__(self, name: str):
+        # Anything else an engine offers (e.g. `spec_totals`, `drafts`) is the wrapped engine's.
+        return getattr(self.engine, name)
+
+    def close(self) -> None:
+        self.engine.close()

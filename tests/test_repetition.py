@@ -1,0 +1,58 @@
+"""Repetition loops: detected on the token tail, retried once with the preset's retry settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocr_app.engines import GenerationSettings
+from ocr_app.repetition import MAX_PERIOD, MIN_REPEATS, MIN_SPAN, RetryDegenerate, repetition_period
+from tests.conftest import SAMPLE_PDF
+
+
+def test_period_of_a_looping_tail():
+    prefix = list(range(100, 140))
+    assert repetition_period(prefix + [7] * MIN_SPAN) == 1
+    assert repetition_period(prefix + [1, 2, 3] * 10) == 3
+    loop = list(range(MAX_PERIOD))
+    assert repetition_period(prefix + loop * MIN_REPEATS) == MAX_PERIOD
+
+
+def test_no_loop_in_varied_or_short_tails():
+    assert repetition_period(list(range(200))) is None
+    assert repetition_period([7] * (MIN_SPAN - 1)) is None
+    # A line repeated fewer than MIN_REPEATS times is not a loop yet.
+    line = list(range(40))
+    assert repetition_period(list(range(500, 520)) + line * (MIN_REPEATS - 1)) is None
+
+
+@pytest.fixture(scope="module")
+def first_page(tiny_preset):
+    from ocr_app.documents import open_document
+    from ocr_app.pages import iter_pages
+
+    document = open_document(SAMPLE_PDF, None)
+    return next(iter_pages(document, [1], tiny_preset.pixels, 72)).image
+
+
+def test_looping_page_is_read_again(hf_engine, tiny_preset, first_page):
+    # The random tiny model falls into a loop of one token under greedy decoding.
+    settings = GenerationSettings(max_tokens=32)
+    greedy = hf_engine.read(first_page, settings)
+    assert greedy.metrics.finish_reason == "length" and repetition_period(greedy.token_ids) is not None
+
+    engine = RetryDegenerate(hf_engine, tiny_preset.retry)
+    page = engine.read(first_page, settings)
+    again = engine.read(first_page, settings)
+    assert page.metrics.retried
+    assert page.token_ids != greedy.token_ids
+    assert page.token_ids == again.token_ids  # the retry's seed makes it reproducible
+
+    [(key, bulk_page)] = engine.read_many([("a", first_page)], settings, concurrency=2)
+    assert key == "a" and bulk_page.metrics.retried and bulk_page.token_ids == page.token_ids
+
+
+def test_page_that_ends_by_itself_is_kept(hf_engine, tiny_preset, first_page):
+    settings = GenerationSettings(max_tokens=MIN_SPAN - 1)  # too short to be a loop
+    page = RetryDegenerate(hf_engine, tiny_preset.retry).read(first_page, settings)
+    assert not page.metrics.retried
+    assert page.token_ids == hf_engine.read(first_page, settings).token_ids

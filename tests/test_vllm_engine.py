@@ -1,0 +1,89 @@
+"""The in-process vLLM engine on the tiny model: streaming, bulk, counters, and drafts that change no text."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.vllm_support import assert_same_greedy_output, next_token_logits, sample_page_images, use_test_env
+
+use_test_env()
+
+from ocr_app.engines import GenerationSettings  # noqa: E402
+from ocr_app.engines.spec_counters import difference  # noqa: E402
+from ocr_app.engines.vllm import VllmEngine  # noqa: E402
+from ocr_app.metrics import SpecDecodingStats  # noqa: E402
+
+pytestmark = pytest.mark.slow
+DRAFTS = 3
+SETTINGS = GenerationSettings(max_tokens=24, drafts=DRAFTS)
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_preset):
+    engine = VllmEngine(tiny_preset, drafts=DRAFTS, enforce_eager=True)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def pages(tiny_preset):
+    return sample_page_images(tiny_preset)
+
+
+def test_read_streams_text_and_counts_drafts(engine, pages, hf_engine):
+    pieces: list[str] = []
+    page = engine.read(pages[0], SETTINGS, on_text=pieces.append)
+    assert len(pieces) > 1 and "".join(pieces) == page.text
+    assert page.metrics.output_tokens == SETTINGS.max_tokens and page.metrics.finish_reason == "length"
+    # Same prompt and pixel budget as the transformers engine: the same image tokens.
+    assert page.metrics.prompt_tokens == hf_engine.read(pages[0], GenerationSettings(max_tokens=1)).metrics.prompt_tokens
+    spec = page.metrics.spec
+    assert page.metrics.drafts == DRAFTS and spec.num_drafts > 0
+    assert spec.num_draft_tokens == DRAFTS * spec.num_drafts
+    assert len(spec.accepted_per_position) == DRAFTS
+    # Each round emits its accepted tokens plus one; the first token comes from the prefill.
+    assert spec.num_accepted_tokens + spec.num_drafts >= page.metrics.output_tokens - 1
+
+
+def test_bulk_keeps_concurrency_and_page_counters_add_up_to_engine_counters(engine, pages):
+    concurrency = 3
+    pulled = 0
+
+    def page_stream():
+        nonlocal pulled
+        for index in range(7):
+            pulled += 1
+            yield index, pages[index % len(pages)]
+
+    before = engine.spec_totals()
+    results = []
+    for key, page in engine.read_many(page_stream(), SETTINGS, concurrency):
+        assert pulled - len(results) <= concurrency
+        results.append((key, page))
+    assert sorted(key for key, _ in results) == list(range(7))
+    merged = SpecDecodingStats()
+    for _, page in results:
+        merged.merge(page.metrics.spec)
+    assert merged.num_drafts > 0
+    assert difference(engine.spec_totals(), before) == merged
+    # Batching does not change what one page reads.
+    alone = engine.read(pages[1], SETTINGS)
+    assert all(page.token_ids == alone.token_ids for key, page in results if key % len(pages) == 1)
+
+
+def test_drafts_change_no_greedy_text(engine, pages, hf_engine):
+    settings = GenerationSettings(max_tokens=48, drafts=DRAFTS)
+    with_drafts = [engine.read(image, settings) for image in pages]
+    without = [engine.read(image, GenerationSettings(max_tokens=48, drafts=0)) for image in pages]  # restarts at K = 0
+    assert engine.drafts == 0 and all(page.metrics.spec is None for page in without)
+    for image, plain, drafted in zip(pages, without, with_drafts):
+        assert_same_greedy_output(hf_engine, image, plain.token_ids, drafted.token_ids)
+
+
+def test_near_tie_check_rejects_a_real_difference(hf_engine, pages):
+    greedy = list(hf_engine.read(pages[0], GenerationSettings(max_tokens=8)).token_ids)
+    logits = next_token_logits(hf_engine, pages[0], greedy[:4])
+    assert int(logits.argmax()) == greedy[4]  # the reference forward agrees with generate()
+    unlikely = int(logits.argmin())
+    with pytest.raises(AssertionError, match="not a near-tie"):
+        assert_same_greedy_output(hf_engine, pages[0], greedy, greedy[:4] + [unlikely] + greedy[5:])
