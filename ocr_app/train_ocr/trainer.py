@@ -1,0 +1,273 @@
+"""The resumable training loop: synthetic batches in, a checkpoint and a metrics log out.
+
+Everything a run depends on is in `checkpoint.pt` (model, optimizer, scheduler,
+step, data position, RNG state, the recipe and the sessions so far), written
+atomically; starting the same command again continues where it stopped, and a
+run cut into sessions takes the same steps as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from rapidfuzz.distance import Levenshtein
+from tqdm import tqdm
+from transformers import AutoProcessor, Qwen3_5ForConditionalGeneration
+
+from ocr_app.config import PROJECT_ROOT
+from ocr_app.errors import ConfigError
+from ocr_app.testing.tiny_model import build_config, character_tokenizer, write_processor
+from ocr_app.train_ocr.config import TrainConfig, parse_train_config
+from ocr_app.train_ocr.data import IGNORE_INDEX, Encoder, Example, draw_examples, held_out_examples
+
+CHECKPOINT_NAME = "checkpoint.pt"
+METRICS_NAME = "metrics.jsonl"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When this session stops: at `max_steps` steps in all, or after `max_minutes` of its own wall time."""
+
+    max_steps: int | None = None
+    max_minutes: float | None = None
+
+
+@dataclass
+class RunState:
+    step: int = 0
+    data_position: int = 0
+    wall_s: float = 0.0
+    sessions: list[dict] = field(default_factory=list)
+    last_eval: dict[str, float] = field(default_factory=dict)
+
+
+def new_model(config: TrainConfig) -> tuple[object, Qwen3_5ForConditionalGeneration]:
+    """The tokenizer and a freshly initialised model of the recipe (same seed, same weights)."""
+    torch.manual_seed(config.seed)
+    tokenizer = character_tokenizer(config.characters)
+    return tokenizer, Qwen3_5ForConditionalGeneration(build_config(config.model, tokenizer))
+
+
+def load_checkpoint(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def checkpoint_config(checkpoint: dict, source: str) -> TrainConfig:
+    return parse_train_config(checkpoint["config"], source)
+
+
+def code_version() -> str:
+    """The commit the code runs from, marked `+dirty` when the worktree has uncommitted changes."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def character_error_rate(hypotheses: list[str], references: list[str]) -> float:
+    """Edit distance summed over samples, divided by the references' total length."""
+    errors = sum(Levenshtein.distance(hyp, ref) for hyp, ref in zip(hypotheses, references))
+    return errors / max(1, sum(len(ref) for ref in references))
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, output_dir: Path, command: str):
+        self.config = config
+        self.output_dir = output_dir
+        self.command = command
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        torch.set_num_threads(config.threads)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        tokenizer, self.model = new_model(config)
+        write_processor(output_dir / "processor", tokenizer, config.model)
+        self.encoder = Encoder(AutoProcessor.from_pretrained(output_dir / "processor"), config.prompt)
+        self.model.to(self.device).train()
+        opt = config.optimizer
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=opt.lr, betas=opt.betas, weight_decay=opt.weight_decay
+        )
+        warmup = max(1, opt.warmup_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: min(1.0, (step + 1) / warmup))
+        self.state = RunState()
+        self.held_out: dict[str, list[Example]] = {}
+        self.stop_requested = False
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.output_dir / CHECKPOINT_NAME
+
+    def resume(self) -> bool:
+        """Load the checkpoint in the output folder if there is one; False for a fresh run."""
+        if not self.checkpoint_path.exists():
+            return False
+        checkpoint = load_checkpoint(self.checkpoint_path)
+        saved = checkpoint_config(checkpoint, str(self.checkpoint_path))
+        if saved.architecture() != self.config.architecture():
+            raise ConfigError(
+                f"{self.checkpoint_path} was trained with another model, tokenizer or prompt; "
+                "resume with its own recipe (no --config) or use a new --output"
+            )
+        self.model.load_state_dict(checkpoint["model"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        torch.set_rng_state(checkpoint["torch_rng"])
+        self.state = RunState(**checkpoint["state"])
+        return True
+
+    def save_checkpoint(self) -> None:
+        checkpoint = {
+            "config": self.config.model_dump(mode="json"),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "state": self.state.__dict__,
+        }
+        partial = self.checkpoint_path.with_suffix(".tmp")
+        torch.save(checkpoint, partial)
+        os.replace(partial, self.checkpoint_path)
+
+    def log(self, record: dict) -> None:
+        with open(self.output_dir / METRICS_NAME, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
+
+    def train_step(self, examples: list[Example]) -> float:
+        batch = {name: tensor.to(self.device) for name, tensor in self.encoder.batch(examples).items()}
+        labels = batch.pop("labels")  # [B, T]
+        with self.autocast():
+            logits = self.model(**batch).logits  # [B, T, V]
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX
+        )
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optimizer.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    def read(self, image) -> str:
+        """Greedy text for one image, as the hf engine would produce it."""
+        inputs = {name: tensor.to(self.device) for name, tensor in self.encoder.prompt_inputs(image).items()}
+        prompt_tokens = inputs["input_ids"].shape[1]
+        with torch.inference_mode(), self.autocast():
+            output = self.model.generate(
+                **inputs,
+                max_new_tokens=self.config.evaluation.max_new_tokens,
+                do_sample=False,
+                eos_token_id=self.encoder.end_id,
+                pad_token_id=self.encoder.pad_id,
+            )
+        return self.encoder.tokenizer.decode(output[0, prompt_tokens:], skip_special_tokens=True)
+
+    def evaluate(self) -> dict[str, float]:
+        """Greedy CER on the held-out samples of every level the current stage trains on."""
+        stage = self.config.stage_at(self.state.step)
+        self.model.eval()
+        results = {}
+        for level, weight in stage.levels.items():
+            if weight <= 0:
+                continue
+            if level not in self.held_out:
+                self.held_out[level] = held_out_examples(level, self.config.evaluation.samples_per_level)
+            examples = self.held_out[level]
+            hypotheses = [self.read(example.image) for example in examples]
+            results[f"cer_{level}"] = character_error_rate(hypotheses, [example.text for example in examples])
+            results[f"example_{level}"] = f"{examples[0].text[:60]!r} -> {hypotheses[0][:60]!r}"
+        self.model.train()
+        return results
+
+    def run(self, budget: Budget) -> RunState:
+        config = self.config
+        started = time.monotonic()
+        session = {"command": self.command, "commit": code_version(), "start_step": self.state.step, "wall_s": 0.0}
+        self.state.sessions.append(session)
+        wall_before = self.state.wall_s
+        last_checkpoint = started
+        previous_handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        recent_losses: list[float] = []
+        progress = tqdm(total=budget.max_steps, initial=self.state.step, unit="step", mininterval=30, dynamic_ncols=True)
+        try:
+            while not self._budget_spent(budget, started):
+                stage = config.stage_at(self.state.step)
+                examples = draw_examples(self.state.data_position, stage.batch_size, stage)
+                loss = self.train_step(examples)
+                self.state.step += 1
+                self.state.data_position += stage.batch_size
+                self.state.wall_s = wall_before + time.monotonic() - started
+                session["wall_s"] = time.monotonic() - started
+                recent_losses.append(loss)
+                progress.update(1)
+                progress.set_postfix(loss=f"{loss:.3f}", refresh=False, **{k: f"{v:.3f}" for k, v in self.state.last_eval.items()})
+                if self.state.step % config.log_every_steps == 0:
+                    self._log_train(recent_losses, stage, started, session)
+                    recent_losses = []
+                if self.state.step % config.evaluation.every_steps == 0:
+                    self._log_eval()
+                due_by_time = time.monotonic() - last_checkpoint > 60 * config.checkpoint_every_minutes
+                if self.state.step % config.checkpoint_every_steps == 0 or due_by_time:
+                    self.save_checkpoint()
+                    last_checkpoint = time.monotonic()
+            self.save_checkpoint()
+        finally:
+            progress.close()
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
+        return self.state
+
+    def _log_train(self, losses: list[float], stage, started: float, session: dict) -> None:
+        steps_done = self.state.step - session["start_step"]
+        elapsed = time.monotonic() - started
+        record = {
+            "step": self.state.step,
+            "samples": self.state.data_position,
+            "loss": sum(losses) / len(losses),
+            "lr": self.scheduler.get_last_lr()[0],
+            "levels": ",".join(level for level, weight in stage.levels.items() if weight > 0),
+            "steps_per_s": steps_done / elapsed,
+            "wall_s": round(self.state.wall_s, 1),
+        }
+        self.log(record)
+        tqdm.write(
+            f"step {record['step']} samples {record['samples']} loss {record['loss']:.4f} lr {record['lr']:.2e} "
+            f"[{record['levels']}] {record['steps_per_s']:.3f} steps/s",
+        )
+
+    def _log_eval(self) -> None:
+        results = self.evaluate()
+        self.state.last_eval = {k: v for k, v in results.items() if k.startswith("cer")}
+        self.log({"step": self.state.step, **results})
+        tqdm.write(f"eval step {self.state.step}: " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
+
+    def _budget_spent(self, budget: Budget, started: float) -> bool:
+        if self.stop_requested:
+            return True
+        if budget.max_steps is not None and self.state.step >= budget.max_steps:
+            return True
+        return budget.max_minutes is not None and time.monotonic() - started >= 60 * budget.max_minutes
+
+    def _request_stop(self, signum, frame) -> None:
+        self.stop_requested = True
+
+
+def train(config: TrainConfig, output_dir: Path, budget: Budget, command: str = "") -> RunState:
+    """Train (resuming from `output_dir`'s checkpoint when there is one) until the budget is spent."""
+    trainer = Trainer(config, output_dir, command)
+    trainer.resume()
+    return trainer.run(budget)
