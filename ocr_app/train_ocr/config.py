@@ -47,6 +47,18 @@ class Evaluation(_Strict):
     max_new_tokens: int = 256
 
 
+class Ctc(_Strict):
+    """An auxiliary CTC loss on the visual tokens of one-line images (training only, not exported).
+
+    Each column of visual tokens (32 px wide) predicts `slots_per_column` CTC
+    frames, so the vision tower must see which letters are where; this is meant
+    to shorten the plateau in which the decoder ignores the image.
+    """
+
+    weight: float = 0.0
+    slots_per_column: int = 4
+
+
 class TrainConfig(_Strict):
     seed: int = 0
     threads: int = 2
@@ -59,6 +71,7 @@ class TrainConfig(_Strict):
     model: TinySizes
     optimizer: Optimizer = Optimizer()
     evaluation: Evaluation = Evaluation()
+    ctc: Ctc = Ctc()
     stages: tuple[Stage, ...]
     log_every_steps: int = 10
     checkpoint_every_steps: int = 200
@@ -75,7 +88,7 @@ class TrainConfig(_Strict):
 
     def architecture(self) -> dict:
         """What a checkpoint's weights depend on: a resumed run must not change it."""
-        return {"characters": self.characters, "model": self.model, "prompt": self.prompt}
+        return {"characters": self.characters, "model": self.model, "prompt": self.prompt, "ctc": self.ctc}
 
 
 def load_train_config(path: Path) -> TrainConfig:

@@ -31,10 +31,16 @@ class Example:
     level: str
 
 
-def draw_examples(start: int, count: int, stage: Stage) -> list[Example]:
-    """Samples start .. start+count-1 of the training stream, each at a level drawn from the stage's weights."""
+def sample_seeds(start: int, count: int) -> list[int]:
+    """The synth seeds of samples start .. start+count-1: training seeds only, checked."""
     seeds = list(itertools.islice(training_seeds(start), count))
     check_training_seeds(seeds)
+    return seeds
+
+
+def draw_examples(start: int, count: int, stage: Stage) -> list[Example]:
+    """Samples start .. start+count-1 of the training stream, each at a level drawn from the stage's weights."""
+    seeds = sample_seeds(start, count)
     levels, weights = zip(*stage.levels.items())
     examples = []
     for seed in seeds:
@@ -47,8 +53,7 @@ def draw_examples(start: int, count: int, stage: Stage) -> list[Example]:
 
 def held_out_examples(level: str, count: int) -> list[Example]:
     """A fixed evaluation set for one level, disjoint from the training stream and the benchmark."""
-    seeds = list(itertools.islice(training_seeds(HELD_OUT_START + LEVELS.index(level) * 2**20), count))
-    check_training_seeds(seeds)
+    seeds = sample_seeds(HELD_OUT_START + LEVELS.index(level) * 2**20, count)
     samples = [make_sample(seed, level) for seed in seeds]
     return [Example(sample.image, sample.markdown, level) for sample in samples]
 

@@ -28,6 +28,8 @@ from ocr_app.train_ocr.config import TrainConfig, parse_train_config
 from ocr_app.train_ocr.data import IGNORE_INDEX, Encoder, Example, draw_examples, held_out_examples
 
 CHECKPOINT_NAME = "checkpoint.pt"
+# Levels whose images hold one line of text, read left to right: the CTC loss applies to them.
+SINGLE_LINE_LEVELS = ("word", "line")
 METRICS_NAME = "metrics.jsonl"
 
 
@@ -95,15 +97,49 @@ class Trainer:
         write_processor(output_dir / "processor", tokenizer, config.model)
         self.encoder = Encoder(AutoProcessor.from_pretrained(output_dir / "processor"), config.prompt)
         self.model.to(self.device).train()
+        self.ctc_head = self._attach_ctc_head() if config.ctc.weight > 0 else None
+        parameters = list(self.model.parameters()) + (list(self.ctc_head.parameters()) if self.ctc_head else [])
         opt = config.optimizer
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=opt.lr, betas=opt.betas, weight_decay=opt.weight_decay
-        )
+        self.optimizer = torch.optim.AdamW(parameters, lr=opt.lr, betas=opt.betas, weight_decay=opt.weight_decay)
         warmup = max(1, opt.warmup_steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: min(1.0, (step + 1) / warmup))
         self.state = RunState()
         self.held_out: dict[str, list[Example]] = {}
         self.stop_requested = False
+
+    def _attach_ctc_head(self) -> torch.nn.Linear:
+        """A linear reader of visual-token columns, fed by a hook on the vision merger's output."""
+        text_config = self.model.config.text_config
+        head = torch.nn.Linear(text_config.hidden_size, self.config.ctc.slots_per_column * text_config.vocab_size)
+        self.model.model.visual.merger.register_forward_hook(self._keep_visual_tokens)
+        self.visual_tokens: torch.Tensor | None = None
+        return head.to(self.device)
+
+    def _keep_visual_tokens(self, module, inputs, output: torch.Tensor) -> None:
+        self.visual_tokens = output  # [sum over images of h*w/4, hidden], row-major per image
+
+    def ctc_loss(self, grids: torch.Tensor, examples: list[Example]) -> torch.Tensor:
+        """CTC of each one-line image's text against its visual columns (rows averaged)."""
+        slots, vocab = self.config.ctc.slots_per_column, self.model.config.text_config.vocab_size
+        per_image = torch.split(self.visual_tokens, (grids.prod(-1) // 4).tolist())
+        frames, targets = [], []
+        for tokens, (_, height, width), example in zip(per_image, grids.tolist(), examples):
+            if example.level not in SINGLE_LINE_LEVELS:
+                continue
+            columns = tokens.view(height // 2, width // 2, -1).float().mean(0)  # [W, H]
+            frames.append(self.ctc_head(columns).view(width // 2 * slots, vocab))  # [W*slots, V]
+            targets.append(torch.tensor(self.encoder.tokenizer(example.text, add_special_tokens=False).input_ids))
+        if not frames:
+            return torch.zeros((), device=self.device)
+        log_probs = torch.nn.utils.rnn.pad_sequence(frames).log_softmax(-1)  # [T, B', V]
+        return torch.nn.functional.ctc_loss(
+            log_probs,
+            torch.cat(targets).to(self.device),
+            torch.tensor([len(f) for f in frames]),
+            torch.tensor([len(t) for t in targets]),
+            blank=self.encoder.pad_id,
+            zero_infinity=True,
+        )
 
     @property
     def checkpoint_path(self) -> Path:
@@ -121,6 +157,8 @@ class Trainer:
                 "resume with its own recipe (no --config) or use a new --output"
             )
         self.model.load_state_dict(checkpoint["model"])
+        if self.ctc_head is not None:
+            self.ctc_head.load_state_dict(checkpoint["ctc_head"])
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.scheduler.load_state_dict(checkpoint["scheduler"])
         torch.set_rng_state(checkpoint["torch_rng"])
@@ -131,6 +169,7 @@ class Trainer:
         checkpoint = {
             "config": self.config.model_dump(mode="json"),
             "model": self.model.state_dict(),
+            "ctc_head": self.ctc_head.state_dict() if self.ctc_head is not None else {},
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "torch_rng": torch.get_rng_state(),
@@ -147,7 +186,8 @@ class Trainer:
     def autocast(self):
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
 
-    def train_step(self, examples: list[Example]) -> float:
+    def train_step(self, examples: list[Example]) -> tuple[float, float]:
+        """One optimizer step; (answer cross-entropy, CTC loss or 0)."""
         batch = {name: tensor.to(self.device) for name, tensor in self.encoder.batch(examples).items()}
         labels = batch.pop("labels")  # [B, T]
         with self.autocast():
@@ -155,26 +195,32 @@ class Trainer:
         loss = torch.nn.functional.cross_entropy(
             logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX
         )
-        loss.backward()
+        ctc = self.ctc_loss(batch["image_grid_thw"], examples) if self.ctc_head is not None else torch.zeros(())
+        (loss + self.config.ctc.weight * ctc).backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optimizer.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss.item()
+        return loss.item(), ctc.item()
 
-    def read(self, image) -> str:
+    def read(self, image, max_new_tokens: int) -> str:
         """Greedy text for one image, as the hf engine would produce it."""
         inputs = {name: tensor.to(self.device) for name, tensor in self.encoder.prompt_inputs(image).items()}
         prompt_tokens = inputs["input_ids"].shape[1]
         with torch.inference_mode(), self.autocast():
             output = self.model.generate(
                 **inputs,
-                max_new_tokens=self.config.evaluation.max_new_tokens,
+                max_new_tokens=max_new_tokens,
                 do_sample=False,
                 eos_token_id=self.encoder.end_id,
                 pad_token_id=self.encoder.pad_id,
             )
         return self.encoder.tokenizer.decode(output[0, prompt_tokens:], skip_special_tokens=True)
+
+    def _reading_length(self, text: str) -> int:
+        """Room for twice the reference's tokens: a longer reading is all errors, and costs minutes on a CPU."""
+        reference_tokens = len(self.encoder.tokenizer(text, add_special_tokens=False).input_ids)
+        return min(self.config.evaluation.max_new_tokens, 2 * reference_tokens + 8)
 
     def evaluate(self) -> dict[str, float]:
         """Greedy CER on the held-out samples of every level the current stage trains on."""
@@ -187,7 +233,7 @@ class Trainer:
             if level not in self.held_out:
                 self.held_out[level] = held_out_examples(level, self.config.evaluation.samples_per_level)
             examples = self.held_out[level]
-            hypotheses = [self.read(example.image) for example in examples]
+            hypotheses = [self.read(example.image, self._reading_length(example.text)) for example in examples]
             results[f"cer_{level}"] = character_error_rate(hypotheses, [example.text for example in examples])
             results[f"example_{level}"] = f"{examples[0].text[:60]!r} -> {hypotheses[0][:60]!r}"
         self.model.train()
@@ -207,12 +253,12 @@ class Trainer:
             while not self._budget_spent(budget, started):
                 stage = config.stage_at(self.state.step)
                 examples = draw_examples(self.state.data_position, stage.batch_size, stage)
-                loss = self.train_step(examples)
+                loss, ctc = self.train_step(examples)
                 self.state.step += 1
                 self.state.data_position += stage.batch_size
                 self.state.wall_s = wall_before + time.monotonic() - started
                 session["wall_s"] = time.monotonic() - started
-                recent_losses.append(loss)
+                recent_losses.append((loss, ctc))
                 progress.update(1)
                 progress.set_postfix(loss=f"{loss:.3f}", refresh=False, **{k: f"{v:.3f}" for k, v in self.state.last_eval.items()})
                 if self.state.step % config.log_every_steps == 0:
@@ -231,13 +277,14 @@ class Trainer:
                 signal.signal(sig, handler)
         return self.state
 
-    def _log_train(self, losses: list[float], stage, started: float, session: dict) -> None:
+    def _log_train(self, losses: list[tuple[float, float]], stage, started: float, session: dict) -> None:
         steps_done = self.state.step - session["start_step"]
         elapsed = time.monotonic() - started
         record = {
             "step": self.state.step,
             "samples": self.state.data_position,
-            "loss": sum(losses) / len(losses),
+            "loss": sum(loss for loss, _ in losses) / len(losses),
+            "ctc": sum(ctc for _, ctc in losses) / len(losses),
             "lr": self.scheduler.get_last_lr()[0],
             "levels": ",".join(level for level, weight in stage.levels.items() if weight > 0),
             "steps_per_s": steps_done / elapsed,
@@ -245,7 +292,7 @@ class Trainer:
         }
         self.log(record)
         tqdm.write(
-            f"step {record['step']} samples {record['samples']} loss {record['loss']:.4f} lr {record['lr']:.2e} "
+            f"step {record['step']} samples {record['samples']} loss {record['loss']:.4f} ctc {record['ctc']:.3f} lr {record['lr']:.2e} "
             f"[{record['levels']}] {record['steps_per_s']:.3f} steps/s",
         )
 
