@@ -39,15 +39,18 @@ SMALL_RECIPE = {
     },
     "ctc": {"weight": 0.5},
     "optimizer": {"lr": 3e-3, "warmup_steps": 1},
-    "evaluation": {"every_steps": 6, "samples_per_level": 2, "max_new_tokens": 8},
+    "evaluation": {"every_steps": 4, "samples_per_level": 2, "max_new_tokens": 8},
     "stages": [{"steps": 100, "levels": {"word": 1.0}, "batch_size": 4}],
 }
-STEPS = 6
+STEPS = 4
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def train_losses(run_dir: Path) -> dict[int, float]:
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return {record["step"]: record["loss"] for record in records if "loss" in record}
+    return {record["step"]: record["loss"] for record in metrics(run_dir) if "loss" in record}
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +64,8 @@ def test_loss_falls(uninterrupted_run):
     losses = train_losses(uninterrupted_run)
     assert sorted(losses) == list(range(1, STEPS + 1))
     assert losses[STEPS - 1] + losses[STEPS] < losses[1] + losses[2]
+    (evaluation,) = [record for record in metrics(uninterrupted_run) if "cer_word" in record]
+    assert evaluation["step"] == STEPS and evaluation["cer_word"] > 0
 
 
 def test_resumed_run_continues_where_it_stopped(uninterrupted_run, tmp_path):

@@ -2,6 +2,7 @@
 
     ocr-train-ocr train --output runs/ocr [--config configs/train_ocr.toml] [--max-steps N] [--max-minutes M]
     ocr-train-ocr export --output runs/ocr --to ocr_app/models/ocr-tiny-tr
+    ocr-train-ocr evaluate --output runs/ocr [--level word --level line]
 
 `train` resumes from the checkpoint in `--output` when there is one (with the
 checkpoint's own recipe unless --config is given); `--max-steps` is the total
@@ -70,6 +71,27 @@ def export(
         if not checkpoint.exists():
             raise ConfigError(f"{checkpoint}: no checkpoint to export")
         print(export_checkpoint(checkpoint, to))
+
+
+@app.command()
+def evaluate(
+    output: Annotated[Path, typer.Option(help="run folder holding checkpoint.pt")],
+    level: Annotated[Optional[list[str]], typer.Option(help="levels to read (default: the current stage's)")] = None,
+    threads: Annotated[int, typer.Option(help="torch threads")] = 2,
+) -> None:
+    """Greedy CER of the run's latest checkpoint on the held-out samples."""
+    with report_errors():
+        quiet_libraries()
+        from ocr_app.train_ocr.trainer import CHECKPOINT_NAME, Trainer, checkpoint_config, load_checkpoint
+
+        checkpoint = output / CHECKPOINT_NAME
+        if not checkpoint.exists():
+            raise ConfigError(f"{checkpoint}: no checkpoint to evaluate")
+        recipe = checkpoint_config(load_checkpoint(checkpoint), str(checkpoint)).model_copy(update={"threads": threads})
+        trainer = Trainer(recipe, output, command="evaluate")
+        trainer.resume()
+        results = trainer.evaluate(level)
+        print(f"step {trainer.state.step}: " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
 
 
 def main() -> None:

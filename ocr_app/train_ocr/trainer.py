@@ -222,14 +222,13 @@ class Trainer:
         reference_tokens = len(self.encoder.tokenizer(text, add_special_tokens=False).input_ids)
         return min(self.config.evaluation.max_new_tokens, 2 * reference_tokens + 8)
 
-    def evaluate(self) -> dict[str, float]:
-        """Greedy CER on the held-out samples of every level the current stage trains on."""
+    def evaluate(self, levels: list[str] | None = None) -> dict[str, float | str]:
+        """Greedy CER on the held-out samples of `levels` (default: those the current stage trains on)."""
         stage = self.config.stage_at(self.state.step)
+        levels = levels or [level for level, weight in stage.levels.items() if weight > 0]
         self.model.eval()
         results = {}
-        for level, weight in stage.levels.items():
-            if weight <= 0:
-                continue
+        for level in levels:
             if level not in self.held_out:
                 self.held_out[level] = held_out_examples(level, self.config.evaluation.samples_per_level)
             examples = self.held_out[level]
