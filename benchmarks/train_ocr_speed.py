@@ -9,6 +9,7 @@ all are timed in one run, side by side, on the same batches.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import tempfile
 import time
@@ -25,7 +26,7 @@ SIX_LAYERS = ("linear_attention", "linear_attention", "full_attention") * 2
 
 
 def candidates(base):
-    six = base.model.__class__(**{**base.model.__dict__, "num_hidden_layers": 6, "layer_types": SIX_LAYERS})
+    six = dataclasses.replace(base.model, num_hidden_layers=6, layer_types=SIX_LAYERS)
     return {
         "recipe (4 layers LFFF, bf16)": base,
         "recipe in fp32": base.model_copy(update={"bf16": False}),
