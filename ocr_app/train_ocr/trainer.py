@@ -121,6 +121,7 @@ class Trainer:
     def ctc_loss(self, grids: torch.Tensor, examples: list[Example]) -> torch.Tensor:
         """CTC of each one-line image's text against its visual columns (rows averaged)."""
         slots, vocab = self.config.ctc.slots_per_column, self.model.config.text_config.vocab_size
+        # Patches are merged 2x2: an image of h x w patches has h/2 x w/2 visual tokens.
         per_image = torch.split(self.visual_tokens, (grids.prod(-1) // 4).tolist())
         frames, targets = [], []
         for tokens, (_, height, width), example in zip(per_image, grids.tolist(), examples):
@@ -246,7 +247,7 @@ class Trainer:
         wall_before = self.state.wall_s
         last_checkpoint = started
         previous_handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-        recent_losses: list[float] = []
+        recent_losses: list[tuple[float, float]] = []
         progress = tqdm(total=budget.max_steps, initial=self.state.step, unit="step", mininterval=30, dynamic_ncols=True)
         try:
             while not self._budget_spent(budget, started):
