@@ -71,6 +71,8 @@ class TinySizes:
     intermediate_size: int = 256
     num_hidden_layers: int = 4
     full_attention_interval: int = 2
+    # Explicit per-layer types ("linear_attention" | "full_attention"); None: every `full_attention_interval`-th is full.
+    layer_types: tuple[str, ...] | None = None
     num_attention_heads: int = 2
     num_key_value_heads: int = 1
     head_dim: int = 64
@@ -103,6 +105,31 @@ def train_tokenizer(vocab_size: int, corpus: list[str] | None = None) -> Tokeniz
     return tokenizer
 
 
+def character_tokenizer(characters: str) -> Tokenizer:
+    """A byte-level BPE whose only merges join the bytes of each of `characters`: one token per
+    listed character (other text falls back to one token per byte), the same tokenizer class and
+    decoding as the BPE above, so every engine handles it unchanged.
+    """
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS)}
+    for symbol in sorted(pre_tokenizers.ByteLevel.alphabet()):
+        vocab[symbol] = len(vocab)
+    merges: list[tuple[str, str]] = []
+    for character in dict.fromkeys(characters):
+        ((mapped, _),) = byte_level.pre_tokenize_str(character)
+        joined = mapped[0]
+        for symbol in mapped[1:]:  # multi-byte characters: merge left to right
+            merges.append((joined, symbol))
+            joined += symbol
+            vocab.setdefault(joined, len(vocab))
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(SPECIAL_TOKENS)
+    return tokenizer
+
+
 def build_config(sizes: TinySizes, tokenizer: Tokenizer, tie_word_embeddings: bool = True) -> Qwen3_5Config:
     token_id = tokenizer.token_to_id
     rotary_pairs = int(sizes.head_dim * 0.25) // 2
@@ -120,7 +147,9 @@ def build_config(sizes: TinySizes, tokenizer: Tokenizer, tie_word_embeddings: bo
         linear_key_head_dim=sizes.linear_key_head_dim,
         linear_value_head_dim=sizes.linear_value_head_dim,
         linear_conv_kernel_dim=4,
-        layer_types=[
+        layer_types=list(sizes.layer_types)
+        if sizes.layer_types is not None
+        else [
             "full_attention" if (i + 1) % sizes.full_attention_interval == 0 else "linear_attention"
             for i in range(sizes.num_hidden_layers)
         ],

@@ -1,0 +1,102 @@
+"""`ocr-train-ocr`: train the small Turkish OCR model, or export a checkpoint as a model folder.
+
+    ocr-train-ocr train --output runs/ocr [--config configs/train_ocr.toml] [--max-steps N] [--max-minutes M]
+    ocr-train-ocr export --output runs/ocr --to ocr_app/models/ocr-tiny-tr
+    ocr-train-ocr evaluate --output runs/ocr [--level word --level line]
+
+`train` resumes from the checkpoint in `--output` when there is one (with the
+checkpoint's own recipe unless --config is given); `--max-steps` is the total
+step count to reach, `--max-minutes` this session's wall time. SIGTERM/Ctrl-C
+save a checkpoint before stopping. The same command runs on a GPU unchanged.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ocr_app.cli.common import quiet_libraries, report_errors
+from ocr_app.config import PROJECT_ROOT
+from ocr_app.errors import ConfigError
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__.splitlines()[0])
+DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "train_ocr.toml"
+
+
+@app.command()
+def train(
+    output: Annotated[Path, typer.Option(help="run folder: checkpoint.pt, metrics.jsonl, processor/")],
+    config: Annotated[Optional[Path], typer.Option(help="recipe TOML (default: the checkpoint's, else configs/train_ocr.toml)")] = None,
+    max_steps: Annotated[Optional[int], typer.Option(help="stop once the run has this many steps in all")] = None,
+    max_minutes: Annotated[Optional[float], typer.Option(help="stop after this many minutes of this session")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="torch threads (default: the recipe's)")] = None,
+) -> None:
+    """Train from scratch, or continue the run in --output."""
+    with report_errors():
+        quiet_libraries()
+        from ocr_app.train_ocr.config import load_train_config
+        from ocr_app.train_ocr.trainer import CHECKPOINT_NAME, Budget, checkpoint_config, load_checkpoint, train as run
+
+        if config is not None:
+            recipe = load_train_config(config)
+        elif (output / CHECKPOINT_NAME).exists():
+            recipe = checkpoint_config(load_checkpoint(output / CHECKPOINT_NAME), str(output / CHECKPOINT_NAME))
+        else:
+            recipe = load_train_config(DEFAULT_CONFIG)
+        if threads is not None:
+            recipe = recipe.model_copy(update={"threads": threads})
+        if max_steps is None and max_minutes is None:
+            raise ConfigError("give a budget: --max-steps and/or --max-minutes")
+        command = shlex.join(["ocr-train-ocr", *sys.argv[1:]])
+        state = run(recipe, output, Budget(max_steps, max_minutes), command)
+        print(f"stopped at step {state.step} ({state.data_position} samples, {state.wall_s / 60:.1f} min in all)")
+
+
+@app.command()
+def export(
+    output: Annotated[Path, typer.Option(help="run folder holding checkpoint.pt")],
+    to: Annotated[Path, typer.Option(help="model folder to write (replaced)")],
+) -> None:
+    """Write the run's latest checkpoint as a Hugging Face model folder."""
+    with report_errors():
+        quiet_libraries()
+        from ocr_app.train_ocr.export import export_checkpoint
+        from ocr_app.train_ocr.trainer import CHECKPOINT_NAME
+
+        checkpoint = output / CHECKPOINT_NAME
+        if not checkpoint.exists():
+            raise ConfigError(f"{checkpoint}: no checkpoint to export")
+        print(export_checkpoint(checkpoint, to))
+
+
+@app.command()
+def evaluate(
+    output: Annotated[Path, typer.Option(help="run folder holding checkpoint.pt")],
+    level: Annotated[Optional[list[str]], typer.Option(help="levels to read (default: the current stage's)")] = None,
+    threads: Annotated[int, typer.Option(help="torch threads")] = 2,
+) -> None:
+    """Greedy CER of the run's latest checkpoint on the held-out samples."""
+    with report_errors():
+        quiet_libraries()
+        from ocr_app.train_ocr.trainer import CHECKPOINT_NAME, Trainer, checkpoint_config, load_checkpoint
+
+        checkpoint = output / CHECKPOINT_NAME
+        if not checkpoint.exists():
+            raise ConfigError(f"{checkpoint}: no checkpoint to evaluate")
+        recipe = checkpoint_config(load_checkpoint(checkpoint), str(checkpoint)).model_copy(update={"threads": threads})
+        trainer = Trainer(recipe, output, command="evaluate")
+        trainer.resume()
+        results = trainer.evaluate(level)
+        print(f"step {trainer.state.step}: " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""A training checkpoint as a model folder in the Hugging Face layout, ready for both engines.
+
+The folder gets the bf16 weights (`save_pretrained`), the processor with the
+chat template, a fresh random MTP head in `mtp.safetensors` listed by the
+weight index (for `ocr-train-mtp` to train later) and a README.md recording how
+the weights were made.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from ocr_app.checkpoint import write_weight_index
+from ocr_app.testing.tiny_model import random_mtp_head, write_processor
+from ocr_app.train_ocr.trainer import checkpoint_config, load_checkpoint, new_model
+
+
+def export_checkpoint(checkpoint_path: Path, out_dir: Path) -> Path:
+    """Write the model folder for `checkpoint_path` to `out_dir`, replacing what was there."""
+    checkpoint = load_checkpoint(checkpoint_path)
+    config = checkpoint_config(checkpoint, str(checkpoint_path))
+    tokenizer, model = new_model(config)
+    model.load_state_dict(checkpoint["model"])
+    model.to(torch.bfloat16)
+    staging = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    model.save_pretrained(staging, safe_serialization=True)
+    torch.manual_seed(config.seed)
+    head = random_mtp_head(model.config)
+    save_file({name: tensor.to(torch.bfloat16).contiguous() for name, tensor in head.items()}, staging / "mtp.safetensors")
+    write_weight_index(staging)
+    write_processor(staging, tokenizer, config.model)
+    (staging / "README.md").write_text(model_card(checkpoint, config, sum(p.numel() for p in model.parameters())))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    staging.rename(out_dir)
+    return out_dir
+
+
+def model_card(checkpoint: dict, config, parameters: int) -> str:
+    state = checkpoint["state"]
+    sessions = "\n".join(
+        f"- commit `{s['commit']}`, steps {s['start_step']}+, {s['wall_s'] / 60:.1f} min: `{s['command']}`"
+        for s in state["sessions"]
+    )
+    evaluation = ", ".join(f"{k} {v:.3f}" for k, v in state["last_eval"].items()) or "not measured yet"
+    return f"""# ocr-tiny-tr
+
+A small Qwen3.5 vision-language OCR model ({parameters / 1e6:.2f}M parameters, character-level
+byte-level BPE of {len(config.characters)} merged characters) trained from scratch by `ocr-train-ocr` on synthetic
+Turkish documents from `ocr_app.synth` (never the benchmark's reserved seeds). The MTP head in
+`mtp.safetensors` is random: train it with `ocr-train-mtp`.
+
+- Steps: {state['step']} ({state['data_position']} samples), training wall time {state['wall_s'] / 3600:.2f} h
+- Held-out greedy CER at the last evaluation: {evaluation}
+- Prompt: `{config.prompt}`; pixels {config.model.min_pixels}..{config.model.max_pixels}
+
+Training sessions (resumed from the same checkpoint folder):
+{sessions}
+"""

@@ -1,0 +1,320 @@
+"""The resumable training loop: synthetic batches in, a checkpoint and a metrics log out.
+
+Everything a run depends on is in `checkpoint.pt` (model, optimizer, scheduler,
+step, data position, RNG state, the recipe and the sessions so far), written
+atomically; starting the same command again continues where it stopped, and a
+run cut into sessions takes the same steps as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from rapidfuzz.distance import Levenshtein
+from tqdm import tqdm
+from transformers import AutoProcessor, Qwen3_5ForConditionalGeneration
+
+from ocr_app.config import PROJECT_ROOT
+from ocr_app.errors import ConfigError
+from ocr_app.testing.tiny_model import build_config, character_tokenizer, write_processor
+from ocr_app.train_ocr.config import TrainConfig, parse_train_config
+from ocr_app.train_ocr.data import IGNORE_INDEX, Encoder, Example, draw_examples, held_out_examples
+
+CHECKPOINT_NAME = "checkpoint.pt"
+# Levels whose images hold one line of text, read left to right: the CTC loss applies to them.
+SINGLE_LINE_LEVELS = ("word", "line")
+METRICS_NAME = "metrics.jsonl"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When this session stops: at `max_steps` steps in all, or after `max_minutes` of its own wall time."""
+
+    max_steps: int | None = None
+    max_minutes: float | None = None
+
+
+@dataclass
+class RunState:
+    step: int = 0
+    data_position: int = 0
+    wall_s: float = 0.0
+    sessions: list[dict] = field(default_factory=list)
+    last_eval: dict[str, float] = field(default_factory=dict)
+
+
+def new_model(config: TrainConfig) -> tuple[object, Qwen3_5ForConditionalGeneration]:
+    """The tokenizer and a freshly initialised model of the recipe (same seed, same weights)."""
+    torch.manual_seed(config.seed)
+    tokenizer = character_tokenizer(config.characters)
+    return tokenizer, Qwen3_5ForConditionalGeneration(build_config(config.model, tokenizer))
+
+
+def load_checkpoint(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def checkpoint_config(checkpoint: dict, source: str) -> TrainConfig:
+    return parse_train_config(checkpoint["config"], source)
+
+
+def code_version() -> str:
+    """The commit the code runs from, marked `+dirty` when the worktree has uncommitted changes."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def character_error_rate(hypotheses: list[str], references: list[str]) -> float:
+    """Edit distance summed over samples, divided by the references' total length."""
+    errors = sum(Levenshtein.distance(hyp, ref) for hyp, ref in zip(hypotheses, references))
+    return errors / max(1, sum(len(ref) for ref in references))
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, output_dir: Path, command: str):
+        self.config = config
+        self.output_dir = output_dir
+        self.command = command
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        torch.set_num_threads(config.threads)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        tokenizer, self.model = new_model(config)
+        write_processor(output_dir / "processor", tokenizer, config.model)
+        self.encoder = Encoder(AutoProcessor.from_pretrained(output_dir / "processor"), config.prompt)
+        self.model.to(self.device).train()
+        self.ctc_head = self._attach_ctc_head() if config.ctc.weight > 0 else None
+        parameters = list(self.model.parameters()) + (list(self.ctc_head.parameters()) if self.ctc_head else [])
+        opt = config.optimizer
+        self.optimizer = torch.optim.AdamW(parameters, lr=opt.lr, betas=opt.betas, weight_decay=opt.weight_decay)
+        warmup = max(1, opt.warmup_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: min(1.0, (step + 1) / warmup))
+        self.state = RunState()
+        self.held_out: dict[str, list[Example]] = {}
+        self.stop_requested = False
+
+    def _attach_ctc_head(self) -> torch.nn.Linear:
+        """A linear reader of visual-token columns, fed by a hook on the vision merger's output."""
+        text_config = self.model.config.text_config
+        head = torch.nn.Linear(text_config.hidden_size, self.config.ctc.slots_per_column * text_config.vocab_size)
+        self.model.model.visual.merger.register_forward_hook(self._keep_visual_tokens)
+        self.visual_tokens: torch.Tensor | None = None
+        return head.to(self.device)
+
+    def _keep_visual_tokens(self, module, inputs, output: torch.Tensor) -> None:
+        self.visual_tokens = output  # [sum over images of h*w/4, hidden], row-major per image
+
+    def ctc_loss(self, grids: torch.Tensor, examples: list[Example]) -> torch.Tensor:
+        """CTC of each one-line image's text against its visual columns (rows averaged)."""
+        slots, vocab = self.config.ctc.slots_per_column, self.model.config.text_config.vocab_size
+        # Patches are merged 2x2: an image of h x w patches has h/2 x w/2 visual tokens.
+        per_image = torch.split(self.visual_tokens, (grids.prod(-1) // 4).tolist())
+        frames, targets = [], []
+        for tokens, (_, height, width), example in zip(per_image, grids.tolist(), examples):
+            if example.level not in SINGLE_LINE_LEVELS:
+                continue
+            columns = tokens.view(height // 2, width // 2, -1).float().mean(0)  # [W, H]
+            frames.append(self.ctc_head(columns).view(width // 2 * slots, vocab))  # [W*slots, V]
+            targets.append(torch.tensor(self.encoder.tokenizer(example.text, add_special_tokens=False).input_ids))
+        if not frames:
+            return torch.zeros((), device=self.device)
+        log_probs = torch.nn.utils.rnn.pad_sequence(frames).log_softmax(-1)  # [T, B', V]
+        return torch.nn.functional.ctc_loss(
+            log_probs,
+            torch.cat(targets).to(self.device),
+            torch.tensor([len(f) for f in frames]),
+            torch.tensor([len(t) for t in targets]),
+            blank=self.encoder.pad_id,
+            zero_infinity=True,
+        )
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.output_dir / CHECKPOINT_NAME
+
+    def resume(self) -> bool:
+        """Load the checkpoint in the output folder if there is one; False for a fresh run."""
+        if not self.checkpoint_path.exists():
+            return False
+        checkpoint = load_checkpoint(self.checkpoint_path)
+        saved = checkpoint_config(checkpoint, str(self.checkpoint_path))
+        if saved.architecture() != self.config.architecture():
+            raise ConfigError(
+                f"{self.checkpoint_path} was trained with another model, tokenizer or prompt; "
+                "resume with its own recipe (no --config) or use a new --output"
+            )
+        self.model.load_state_dict(checkpoint["model"])
+        if self.ctc_head is not None:
+            self.ctc_head.load_state_dict(checkpoint["ctc_head"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        torch.set_rng_state(checkpoint["torch_rng"])
+        self.state = RunState(**checkpoint["state"])
+        return True
+
+    def save_checkpoint(self) -> None:
+        checkpoint = {
+            "config": self.config.model_dump(mode="json"),
+            "model": self.model.state_dict(),
+            "ctc_head": self.ctc_head.state_dict() if self.ctc_head is not None else {},
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "state": self.state.__dict__,
+        }
+        partial = self.checkpoint_path.with_suffix(".tmp")
+        torch.save(checkpoint, partial)
+        os.replace(partial, self.checkpoint_path)
+
+    def log(self, record: dict) -> None:
+        with open(self.output_dir / METRICS_NAME, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
+
+    def train_step(self, examples: list[Example]) -> tuple[float, float]:
+        """One optimizer step; (answer cross-entropy, CTC loss or 0)."""
+        batch = {name: tensor.to(self.device) for name, tensor in self.encoder.batch(examples).items()}
+        labels = batch.pop("labels")  # [B, T]
+        with self.autocast():
+            logits = self.model(**batch).logits  # [B, T, V]
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX
+        )
+        ctc = self.ctc_loss(batch["image_grid_thw"], examples) if self.ctc_head is not None else torch.zeros(())
+        (loss + self.config.ctc.weight * ctc).backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optimizer.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss.item(), ctc.item()
+
+    def read(self, image, max_new_tokens: int) -> str:
+        """Greedy text for one image, as the hf engine would produce it."""
+        inputs = {name: tensor.to(self.device) for name, tensor in self.encoder.prompt_inputs(image).items()}
+        prompt_tokens = inputs["input_ids"].shape[1]
+        with torch.inference_mode(), self.autocast():
+            output = self.model.generate(
+                **inputs,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=self.encoder.end_id,
+                pad_token_id=self.encoder.pad_id,
+            )
+        return self.encoder.tokenizer.decode(output[0, prompt_tokens:], skip_special_tokens=True)
+
+    def _reading_length(self, text: str) -> int:
+        """Room for twice the reference's tokens: a longer reading is all errors, and costs minutes on a CPU."""
+        reference_tokens = len(self.encoder.tokenizer(text, add_special_tokens=False).input_ids)
+        return min(self.config.evaluation.max_new_tokens, 2 * reference_tokens + 8)
+
+    def evaluate(self, levels: list[str] | None = None) -> dict[str, float | str]:
+        """Greedy CER on the held-out samples of `levels` (default: those the current stage trains on)."""
+        stage = self.config.stage_at(self.state.step)
+        levels = levels or [level for level, weight in stage.levels.items() if weight > 0]
+        self.model.eval()
+        results = {}
+        for level in levels:
+            if level not in self.held_out:
+                self.held_out[level] = held_out_examples(level, self.config.evaluation.samples_per_level)
+            examples = self.held_out[level]
+            hypotheses = [self.read(example.image, self._reading_length(example.text)) for example in examples]
+            results[f"cer_{level}"] = character_error_rate(hypotheses, [example.text for example in examples])
+            results[f"example_{level}"] = f"{examples[0].text[:60]!r} -> {hypotheses[0][:60]!r}"
+        self.model.train()
+        return results
+
+    def run(self, budget: Budget) -> RunState:
+        config = self.config
+        started = time.monotonic()
+        session = {"command": self.command, "commit": code_version(), "start_step": self.state.step, "wall_s": 0.0}
+        self.state.sessions.append(session)
+        wall_before = self.state.wall_s
+        last_checkpoint = started
+        previous_handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        recent_losses: list[tuple[float, float]] = []
+        progress = tqdm(total=budget.max_steps, initial=self.state.step, unit="step", mininterval=30, dynamic_ncols=True)
+        try:
+            while not self._budget_spent(budget, started):
+                stage = config.stage_at(self.state.step)
+                examples = draw_examples(self.state.data_position, stage.batch_size, stage)
+                loss, ctc = self.train_step(examples)
+                self.state.step += 1
+                self.state.data_position += stage.batch_size
+                self.state.wall_s = wall_before + time.monotonic() - started
+                session["wall_s"] = time.monotonic() - started
+                recent_losses.append((loss, ctc))
+                progress.update(1)
+                progress.set_postfix(loss=f"{loss:.3f}", refresh=False, **{k: f"{v:.3f}" for k, v in self.state.last_eval.items()})
+                if self.state.step % config.log_every_steps == 0:
+                    self._log_train(recent_losses, stage, started, session)
+                    recent_losses = []
+                if self.state.step % config.evaluation.every_steps == 0:
+                    self._log_eval()
+                due_by_time = time.monotonic() - last_checkpoint > 60 * config.checkpoint_every_minutes
+                if self.state.step % config.checkpoint_every_steps == 0 or due_by_time:
+                    self.save_checkpoint()
+                    last_checkpoint = time.monotonic()
+            self.save_checkpoint()
+        finally:
+            progress.close()
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
+        return self.state
+
+    def _log_train(self, losses: list[tuple[float, float]], stage, started: float, session: dict) -> None:
+        steps_done = self.state.step - session["start_step"]
+        elapsed = time.monotonic() - started
+        record = {
+            "step": self.state.step,
+            "samples": self.state.data_position,
+            "loss": sum(loss for loss, _ in losses) / len(losses),
+            "ctc": sum(ctc for _, ctc in losses) / len(losses),
+            "lr": self.scheduler.get_last_lr()[0],
+            "levels": ",".join(level for level, weight in stage.levels.items() if weight > 0),
+            "steps_per_s": steps_done / elapsed,
+            "wall_s": round(self.state.wall_s, 1),
+        }
+        self.log(record)
+        tqdm.write(
+            f"step {record['step']} samples {record['samples']} loss {record['loss']:.4f} ctc {record['ctc']:.3f} lr {record['lr']:.2e} "
+            f"[{record['levels']}] {record['steps_per_s']:.3f} steps/s",
+        )
+
+    def _log_eval(self) -> None:
+        results = self.evaluate()
+        self.state.last_eval = {k: v for k, v in results.items() if k.startswith("cer")}
+        self.log({"step": self.state.step, **results})
+        tqdm.write(f"eval step {self.state.step}: " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
+
+    def _budget_spent(self, budget: Budget, started: float) -> bool:
+        if self.stop_requested:
+            return True
+        if budget.max_steps is not None and self.state.step >= budget.max_steps:
+            return True
+        return budget.max_minutes is not None and time.monotonic() - started >= 60 * budget.max_minutes
+
+    def _request_stop(self, signum, frame) -> None:
+        self.stop_requested = True
+
+
+def train(config: TrainConfig, output_dir: Path, budget: Budget, command: str = "") -> RunState:
+    """Train (resuming from `output_dir`'s checkpoint when there is one) until the budget is spent."""
+    trainer = Trainer(config, output_dir, command)
+    trainer.resume()
+    return trainer.run(budget)

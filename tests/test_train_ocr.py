@@ -1,0 +1,112 @@
+"""ocr-train-ocr: the loss falls, a resumed run continues exactly, the export is a model folder the engines load."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import Qwen3_5Config
+
+from ocr_app.checkpoint import inspect_mtp_head
+from ocr_app.config import PROJECT_ROOT, load_model_preset
+from ocr_app.engines import GenerationSettings, make_engine
+from ocr_app.synth import BENCHMARK_SEEDS, is_benchmark_seed, make_sample
+from ocr_app.train_ocr.config import load_train_config, parse_train_config
+from ocr_app.train_ocr.data import HELD_OUT_START, sample_seeds
+from ocr_app.train_ocr.export import export_checkpoint
+from ocr_app.train_ocr.trainer import Budget, train
+
+SMALL_RECIPE = {
+    "seed": 0,
+    "threads": 2,
+    "bf16": True,
+    "prompt": "Metni yaz.",
+    "characters": "çğıöşüÇĞİÖŞÜ",
+    "log_every_steps": 1,
+    "checkpoint_every_steps": 2,
+    "model": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "layer_types": ["linear_attention", "full_attention"],
+        "vision_depth": 1,
+        "vision_hidden_size": 32,
+        "vision_heads": 1,
+        "vision_intermediate_size": 64,
+    },
+    "ctc": {"weight": 0.5},
+    "optimizer": {"lr": 3e-3, "warmup_steps": 1},
+    "evaluation": {"every_steps": 4, "samples_per_level": 2, "max_new_tokens": 8},
+    "stages": [{"steps": 100, "levels": {"word": 1.0}, "batch_size": 4}],
+}
+STEPS = 4
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def train_losses(run_dir: Path) -> dict[int, float]:
+    return {record["step"]: record["loss"] for record in metrics(run_dir) if "loss" in record}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("uninterrupted")
+    train(parse_train_config(SMALL_RECIPE, "test"), run_dir, Budget(max_steps=STEPS))
+    return run_dir
+
+
+def test_loss_falls(uninterrupted_run):
+    losses = train_losses(uninterrupted_run)
+    assert sorted(losses) == list(range(1, STEPS + 1))
+    assert losses[STEPS - 1] + losses[STEPS] < losses[1] + losses[2]
+    (evaluation,) = [record for record in metrics(uninterrupted_run) if "cer_word" in record]
+    assert evaluation["step"] == STEPS and evaluation["cer_word"] > 0
+
+
+def test_resumed_run_continues_where_it_stopped(uninterrupted_run, tmp_path):
+    config = parse_train_config(SMALL_RECIPE, "test")
+    first = train(config, tmp_path, Budget(max_steps=STEPS // 2))
+    assert first.step == STEPS // 2
+    # The second session is the CLI, with the checkpoint's own recipe.
+    subprocess.run(
+        [sys.executable, "-m", "ocr_app.cli.train_ocr", "train", "--output", str(tmp_path), "--max-steps", str(STEPS)],
+        cwd=PROJECT_ROOT, check=True, capture_output=True,
+    )
+    resumed, uninterrupted = train_losses(tmp_path), train_losses(uninterrupted_run)
+    assert sorted(resumed) == list(range(1, STEPS + 1))
+    for step in range(1, STEPS + 1):
+        assert resumed[step] == pytest.approx(uninterrupted[step], rel=1e-4), step
+
+
+def test_export_is_a_model_folder_the_engine_reads(uninterrupted_run, tmp_path):
+    model_dir = export_checkpoint(uninterrupted_run / "checkpoint.pt", tmp_path / "ocr-tiny-test")
+    preset = load_model_preset(str(model_dir))
+    config = parse_train_config(SMALL_RECIPE, "test")
+    assert inspect_mtp_head(model_dir, Qwen3_5Config.from_pretrained(model_dir).text_config).usable
+    assert f"{STEPS} ({STEPS * 4} samples)" in (model_dir / "README.md").read_text()
+    engine = make_engine("hf", preset.model_copy(update={"prompt": config.prompt, "max_tokens": 4}))
+    page = engine.read(make_sample(0, "word").image, GenerationSettings(max_tokens=4))
+    assert 0 < page.metrics.output_tokens <= 4
+
+
+def test_training_and_held_out_seeds_avoid_the_benchmark():
+    below = BENCHMARK_SEEDS.start - 3
+    seeds = sample_seeds(below, 6)
+    assert seeds[:3] == [below, below + 1, below + 2]
+    assert seeds[3] == BENCHMARK_SEEDS.stop
+    assert not any(is_benchmark_seed(seed) for seed in seeds + sample_seeds(HELD_OUT_START, 100))
+
+
+def test_shipped_recipe_is_valid():
+    config = load_train_config(PROJECT_ROOT / "configs" / "train_ocr.toml")
+    preset = load_model_preset("ocr-tiny-tr")
+    assert preset.prompt == config.prompt
+    assert (preset.pixels.min_pixels, preset.pixels.max_pixels) == (config.model.min_pixels, config.model.max_pixels)
+    layer_types = set(config.model.layer_types)
+    assert layer_types == {"linear_attention", "full_attention"}
+    assert config.model.linear_key_head_dim == 128
