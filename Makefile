@@ -34,7 +34,7 @@ $(TINY)/config.json: $(STAMP) ocr_app/testing/tiny_model.py
 	$(PY) -m ocr_app.testing.tiny_model $(TINY)
 
 demo: $(STAMP) $(TINY)/config.json
-	$(VENV)/bin/ocr-read samples/fatura.pdf --drafts 0 -o out.md
+	$(VENV)/bin/ocr-read samples/fatura.pdf -o out.md
 	@head -c 600 out.md
 
 # The shipped sample benchmark, read by the tiny model (its text is noise) beside Tesseract.

@@ -47,7 +47,7 @@ def test_drafting_streams_the_text(predictable_model_dir, first_page):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    # The venv's .pth hook would import the installed ocr_app; PYTHONPATH makes this checkout's win.
+    # PYTHONPATH makes this checkout's ocr_app win over any installed copy.
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
     command = [sys.executable, "-m", "ocr_app.cli.read", *args]
     return subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)

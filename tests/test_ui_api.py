@@ -14,7 +14,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 from gradio_client import Client, handle_file  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
-from conftest import SAMPLE_PDF  # noqa: E402
+from .conftest import SAMPLE_PDF  # noqa: E402
 from ocr_app.config import PixelBudget, load_mode_preset, load_model_preset  # noqa: E402
 from ocr_app.documents import open_document  # noqa: E402
 from ocr_app.engines import GenerationSettings  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_PDF
+from .conftest import SAMPLE_PDF
 from ocr_app.config import load_mode_preset, load_model_preset
 from ocr_app.documents import open_document
 from ocr_app.engines import GenerationSettings
