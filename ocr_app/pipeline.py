@@ -26,11 +26,12 @@ from PIL import Image
 
 from ocr_app.config import ModelPreset, ModePreset
 from ocr_app.documents import Document, open_document, parse_page_range
-from ocr_app.engines import Engine, GenerationSettings
+from ocr_app.engines import Engine, GenerationSettings, PageText
 from ocr_app.errors import InputError, OcrError
 from ocr_app.metrics import RunMetrics
 from ocr_app.outputs import DocumentResult, PageResult
 from ocr_app.pages import DEFAULT_DPI, iter_pages, prefetch
+from ocr_app.repetition import as_retry, is_degenerate, retry_settings
 
 PageKey = tuple[Path, int]
 T = TypeVar("T")
@@ -155,34 +156,72 @@ def read_pages(
             if finished is not None:
                 yield finished
     else:
-        pages = _until(stop, prefetch(page_images(), depth=8))
-        in_flight: set[PageKey] = set()
-
-        def hand_over() -> Iterator[tuple[PageKey, Image.Image]]:
-            for key, image in pages:
-                in_flight.add(key)
-                yield key, image
-
-        while True:
-            try:
-                for (source, number), page_text in engine.read_many(hand_over(), job.settings, job.mode.concurrency):
-                    in_flight.discard((source, number))
-                    yield from drain_page_failures()
-                    finished = settle(source, _page_result(number, page_text))
-                    if finished is not None:
-                        yield finished
-                break
-            except OcrError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - an engine failure fails its pages, not the run
-                if not in_flight:  # nothing was being read: the engine itself is broken
-                    raise
-                error = f"engine error: {_first_line(exc)}"
-                for source, number in sorted(in_flight):
-                    page_failures.append((source, number, error))
-                in_flight.clear()
-                yield from drain_page_failures()
+        looping: dict[PageKey, PageText] = {}
+        for (source, number), page_text in _read_in_bulk(
+            engine, _until(stop, prefetch(page_images(), depth=8)), job.settings, job.mode.concurrency, page_failures
+        ):
+            yield from drain_page_failures()
+            if is_degenerate(page_text):
+                looping[(source, number)] = page_text
+                continue
+            finished = settle(source, _page_result(number, page_text))
+            if finished is not None:
+                yield finished
+        # Pages stuck in a repetition loop are read once more, with the preset's retry settings, after
+        # the first pass (an engine serves one read_many at a time); they are rendered again rather than
+        # held in memory.  After a stop they stay unread, like pages never handed over.
+        retry = retry_settings(job.settings, job.model.retry)
+        again = (
+            ((page.document.path, page.number), page.image)
+            for source, numbers in _by_document(looping)
+            for page in iter_pages(pending[source].document, numbers, job.model.pixels, job.dpi)
+        )
+        for (source, number), page_text in _read_in_bulk(
+            engine, _until(stop, again), retry, job.mode.concurrency, page_failures
+        ):
+            yield from drain_page_failures()
+            finished = settle(source, _page_result(number, as_retry(looping.pop((source, number)), page_text)))
+            if finished is not None:
+                yield finished
     yield from drain_page_failures()
+
+
+def _read_in_bulk(
+    engine: Engine,
+    pages: Iterator[tuple[PageKey, Image.Image]],
+    settings: GenerationSettings,
+    concurrency: int,
+    page_failures: list[tuple[Path, int, str]],
+) -> Iterator[tuple[PageKey, PageText]]:
+    """`engine.read_many`, where an engine failure fails the pages it was reading and the rest go on."""
+    in_flight: set[PageKey] = set()
+
+    def hand_over() -> Iterator[tuple[PageKey, Image.Image]]:
+        for key, image in pages:
+            in_flight.add(key)
+            yield key, image
+
+    while True:
+        try:
+            for key, page_text in engine.read_many(hand_over(), settings, concurrency):
+                in_flight.discard(key)
+                yield key, page_text
+            return
+        except OcrError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an engine failure fails its pages, not the run
+            if not in_flight:  # nothing was being read: the engine itself is broken
+                raise
+            error = f"engine error: {_first_line(exc)}"
+            page_failures.extend((source, number, error) for source, number in sorted(in_flight))
+            in_flight.clear()
+
+
+def _by_document(keys: Iterable[PageKey]) -> list[tuple[Path, list[int]]]:
+    numbers: dict[Path, list[int]] = {}
+    for source, number in keys:
+        numbers.setdefault(source, []).append(number)
+    return list(numbers.items())
 
 
 def _until(stop: threading.Event, items: Iterable[T]) -> Iterator[T]:

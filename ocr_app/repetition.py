@@ -5,18 +5,18 @@ line over and over).  Only pages that hit max tokens are suspects: a page that
 ended by itself is taken as the model meant it, tables and all.  The retry uses
 the model preset's retry settings (some temperature), since greedy decoding
 would walk into the same loop.  Detection works on token ids, so it applies to
-every engine alike through `RetryDegenerate`.
+every engine alike (`RetryDegenerate` for single pages, `ocr_app.pipeline` in bulk).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from PIL import Image
 
 from ocr_app.config import RetryPreset
-from ocr_app.engines import Engine, GenerationSettings, Key, PageText, TextCallback
+from ocr_app.engines import Engine, GenerationSettings, PageText, TextCallback
 
 # A loop is a period of at most MAX_PERIOD tokens repeated at least MIN_REPEATS
 # times, spanning at least MIN_SPAN tokens (so `aaaa` is not a loop yet).
@@ -56,10 +56,10 @@ def as_retry(first: PageText, second: PageText) -> PageText:
 
 
 class RetryDegenerate:
-    """Wraps any engine: pages that end in a repetition loop are read once more with the retry settings.
-
-    In streaming the retry is not streamed: the caller has seen the looping
-    text and gets the retried text in the returned page.
+    """Wraps any engine: a page read alone (`read`) that ends in a repetition loop is read once more
+    with the retry settings.  The retry is not streamed: the caller has seen the looping text and
+    gets the retried text in the returned page.  `read_many` is the engine's own: in bulk the
+    pipeline retries looping pages after the first pass, so that a stop can leave them unread.
     """
 
     def __init__(self, engine: Engine, retry: RetryPreset):
@@ -72,28 +72,6 @@ class RetryDegenerate:
         if not is_degenerate(page):
             return page
         return as_retry(page, self.engine.read(image, retry_settings(settings, self.retry)))
-
-    def read_many(
-        self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
-    ) -> Iterator[tuple[Key, PageText]]:
-        images: dict[Key, Image.Image] = {}
-
-        def remembered() -> Iterator[tuple[Key, Image.Image]]:
-            for key, image in pages:
-                images[key] = image
-                yield key, image
-
-        degenerate: dict[Key, PageText] = {}
-        for key, page in self.engine.read_many(remembered(), settings, concurrency):
-            if is_degenerate(page):
-                degenerate[key] = page
-            else:
-                del images[key]
-                yield key, page
-        # Retried after the first pass, not inside it: an engine serves one read at a time.
-        again = ((key, images.pop(key)) for key in list(degenerate))
-        for key, page in self.engine.read_many(again, retry_settings(settings, self.retry), concurrency):
-            yield key, as_retry(degenerate.pop(key), page)
 
     def __getattr__(self, name: str):
         # Anything else an engine offers (e.g. `spec_totals`, `drafts`) is the wrapped engine's.

@@ -25,7 +25,8 @@ from .conftest import PROJECT_ROOT, SAMPLE_PDF
 
 # One torch thread per run: the tiny model is fastest so, and test machines are shared.
 ENV = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "OMP_NUM_THREADS": "1"}
-GOOD = ["a.pdf", "fatura.pdf", "görüntü taraması.png", "uzun belge.pdf", "alt klasör/şirket raporu.pdf"]
+# "çok uzun.pdf" keeps the run going long enough to be killed part way on a fast, idle machine.
+GOOD = ["a.pdf", "fatura.pdf", "görüntü taraması.png", "uzun belge.pdf", "çok uzun.pdf", "alt klasör/şirket raporu.pdf"]
 DUPLICATE = "alt klasör/a kopyası.pdf"  # same bytes as a.pdf
 BAD = {"boş.pdf": "empty file", "bozuk.pdf": "corrupt PDF", "kayıp.pdf": "cannot read"}
 
@@ -44,6 +45,7 @@ def make_samples(root: Path) -> Path:
     make_pdf(root / "a.pdf", 3)
     shutil.copy(SAMPLE_PDF, root / "fatura.pdf")
     make_pdf(root / "uzun belge.pdf", 6)
+    make_pdf(root / "çok uzun.pdf", 40)
     make_pdf(root / "alt klasör" / "şirket raporu.pdf", 2)
     with pymupdf.open(root / "a.pdf") as pdf:
         pdf[1].get_pixmap(dpi=40).save(root / "görüntü taraması.png")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from ocr_app.config import load_mode_preset
 from ocr_app.engines import GenerationSettings
+from ocr_app.pipeline import ReadJob, read_documents
 from ocr_app.repetition import MAX_PERIOD, MIN_REPEATS, MIN_SPAN, RetryDegenerate, repetition_period
 from tests.conftest import SAMPLE_PDF
 
@@ -47,8 +51,16 @@ def test_looping_page_is_read_again(hf_engine, tiny_preset, first_page):
     assert page.token_ids != greedy.token_ids
     assert page.token_ids == again.token_ids  # the retry's seed makes it reproducible
 
-    [(key, bulk_page)] = engine.read_many([("a", first_page)], settings, concurrency=2)
-    assert key == "a" and bulk_page.metrics.retried and bulk_page.token_ids == page.token_ids
+
+def test_bulk_reading_retries_looping_pages_after_the_first_pass(hf_engine, tiny_preset, tmp_path):
+    settings = GenerationSettings(max_tokens=32)
+    job = ReadJob(model=tiny_preset, mode=load_mode_preset("bulk"), settings=settings)
+    engine = RetryDegenerate(hf_engine, tiny_preset.retry)  # what make_engine returns
+    [streamed] = read_documents([SAMPLE_PDF], engine, replace(job, mode=load_mode_preset("low-latency")))
+    [bulk] = read_documents([SAMPLE_PDF], engine, job)
+    assert [page.number for page in bulk.pages] == [1, 2]
+    for alone, in_bulk in zip(streamed.pages, bulk.pages):
+        assert in_bulk.metrics.retried and in_bulk.text == alone.text  # same retry, same seed, same text
 
 
 def test_page_that_ends_by_itself_is_kept(hf_engine, tiny_preset, first_page):

@@ -57,8 +57,9 @@ def test_bulk_mode_reassembles_documents(tiny_model_dir, tmp_path, sample_png):
     shutil.copy(SAMPLE_PDF, inputs / "a.pdf")
     shutil.copy(SAMPLE_PDF, inputs / "b.pdf")
     sample_png.save(inputs / "c.png")
+    # The files, not their folder: a folder takes the batch path (tests/test_batch_cli.py).
     result = ocr_read(
-        inputs, "--engine", "vllm", "--model", tiny_model_dir, "--mode", "bulk",
+        *sorted(inputs.iterdir()), "--engine", "vllm", "--model", tiny_model_dir, "--mode", "bulk",
         "--drafts", DRAFTS, "--max-tokens", 16, "--format", "json", "-o", tmp_path / "out",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
