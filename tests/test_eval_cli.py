@@ -12,11 +12,11 @@ import pytest
 
 from ocr_app.baselines import tesseract
 from ocr_app.engines import GenerationSettings
-from ocr_app.errors import ConfigError
 from ocr_app.evaluation import compare_runs, evaluate, first_difference, prepare_images, read_run
 from ocr_app.scoring import make_scorer
 from ocr_app.synth import make_sample
 from ocr_app.tob import load_benchmark, select_pages
+from tests.vllm_support import VLLM_TEST_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TOB_MINI = PROJECT_ROOT / "samples" / "tob-mini"
@@ -109,11 +109,7 @@ def test_cli_bad_input_is_one_line(tmp_path):
     assert done.returncode == 1 and "--drafts" in done.stderr
 
 
-def test_cli_with_drafts_keeps_output_unchanged(hf_engine, tiny_model_dir, tmp_path):
-    try:
-        hf_engine.read(make_sample(1, "line").image, GenerationSettings(max_tokens=2, drafts=1))
-    except ConfigError:
-        pytest.skip("the hf engine has no MTP drafting on this branch yet")
+def test_cli_with_drafts_keeps_output_unchanged(tiny_model_dir, tmp_path):
     out = tmp_path / "report"
     done = _eval([str(TOB_MINI), "--model", str(tiny_model_dir), "--drafts", "0,1,3", "--limit", "1",
                   "--max-tokens", "6", "-o", str(out)], tmp_path)
@@ -133,3 +129,16 @@ def test_tesseract_reads_a_clean_turkish_letter():
     sample = make_sample(3, level="page", kind="letter", degradation="clean")
     run = tesseract.read_pages([("letter", sample.image)])
     assert make_scorer()(run.texts["letter"], sample.markdown).similarity > 85
+
+
+def test_cli_on_vllm_keeps_output_unchanged_with_an_exact_head(predictable_model_dir, tmp_path):
+    out = tmp_path / "report"
+    done = _eval([str(TOB_MINI), "--model", str(predictable_model_dir), "--engine", "vllm", "--drafts", "0,2",
+                  "--concurrency", "1,4", "--limit", "2", "--max-tokens", "8", "-o", str(out)], tmp_path,
+                 env=VLLM_TEST_ENV)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {p.name for p in out.iterdir()} == {"report.md", "report.json", "report.png"}
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert [check["identical_pages"] for check in report["unchanged_checks"]] == [2, 2]  # concurrency 1 and 4
+    drafting = [row for row in report["speed"] if len(row["acceptance_per_position"]) == 2]
+    assert drafting and all(rate == 1.0 for row in drafting for rate in row["acceptance_per_position"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import sys
 import json
 import threading
@@ -196,16 +197,10 @@ class RemoteEngine:
     ) -> Iterator[tuple[Key, PageText]]:
         waiting = iter(pages)
         in_flight: dict[Future, Key] = {}
-        exhausted = False
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="vllm-remote") as pool:
             try:
                 while True:
-                    while not exhausted and len(in_flight) < concurrency:
-                        page = next(waiting, None)
-                        if page is None:
-                            exhausted = True
-                            break
-                        key, image = page
+                    for key, image in itertools.islice(waiting, concurrency - len(in_flight)):
                         in_flight[pool.submit(self._read, image, settings, None)] = key
                     if not in_flight:
                         return

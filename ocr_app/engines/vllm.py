@@ -200,18 +200,12 @@ class VllmEngine:
         self._use_drafts(settings.drafts)
         engine = self._llm.llm_engine
         waiting = iter(pages)
-        in_flight: dict[str, tuple[Key, float]] = {}
-        exhausted = False
+        in_flight: dict[str, tuple[Key, float]] = {}  # request id -> (key, submitted at)
         try:
             while True:
-                while not exhausted and len(in_flight) < concurrency:
-                    page = next(waiting, None)
-                    if page is None:
-                        exhausted = True
-                        break
-                    key, image = page
-                    started = time.perf_counter()
-                    in_flight[self._submit(image, settings, RequestOutputKind.FINAL_ONLY)] = (key, started)
+                for key, image in itertools.islice(waiting, concurrency - len(in_flight)):
+                    submitted = time.perf_counter()
+                    in_flight[self._submit(image, settings, RequestOutputKind.FINAL_ONLY)] = (key, submitted)
                 if not in_flight:
                     return
                 for output in engine.step():
