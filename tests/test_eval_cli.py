@@ -133,12 +133,13 @@ def test_tesseract_reads_a_clean_turkish_letter():
 
 def test_cli_on_vllm_keeps_output_unchanged_with_an_exact_head(predictable_model_dir, tmp_path):
     out = tmp_path / "report"
-    done = _eval([str(TOB_MINI), "--model", str(predictable_model_dir), "--engine", "vllm", "--drafts", "0,2",
+    done = _eval([str(TOB_MINI), "--model", str(predictable_model_dir), "--engine", "vllm", "--drafts", "0,1,3",
                   "--concurrency", "1,4", "--limit", "2", "--max-tokens", "8", "-o", str(out)], tmp_path,
                  env=VLLM_TEST_ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     assert {p.name for p in out.iterdir()} == {"report.md", "report.json", "report.png"}
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    assert [check["identical_pages"] for check in report["unchanged_checks"]] == [2, 2]  # concurrency 1 and 4
-    drafting = [row for row in report["speed"] if len(row["acceptance_per_position"]) == 2]
-    assert drafting and all(rate == 1.0 for row in drafting for rate in row["acceptance_per_position"])
+    # K = 1 and 3, each at concurrency 1 and 4, against K = 0 at the same concurrency
+    assert [check["identical_pages"] for check in report["unchanged_checks"]] == [2, 2, 2, 2]
+    drafting = [row for row in report["speed"] if row["acceptance_per_position"]]
+    assert len(drafting) == 4 and all(row["acceptance_per_position"][0] == 1.0 for row in drafting)
