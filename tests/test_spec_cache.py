@@ -26,7 +26,7 @@ def decoder(hf_engine, tiny_model_dir):
 def prompt(hf_engine):
     pixels = np.random.default_rng(0).integers(0, 256, (160, 128, 3), dtype=np.uint8)
     with torch.inference_mode():
-        return embed_prompt(hf_engine.model, hf_engine._inputs(Image.fromarray(pixels)))
+        return embed_prompt(hf_engine.model, hf_engine.page_inputs(Image.fromarray(pixels)))
 
 
 def assert_same_cache(actual: DynamicCache, expected: DynamicCache) -> None:

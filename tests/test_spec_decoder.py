@@ -103,7 +103,7 @@ def greedy(drafts: int) -> GenerationSettings:
 
 def top2_gap_after(engine: HFEngine, image: Image.Image, prefix: list[int]) -> float:
     """Main model's top-1 minus top-2 logit after prompt + prefix, from one uncached forward."""
-    inputs = engine._inputs(image)
+    inputs = engine.page_inputs(image)
     extra = torch.tensor([prefix], dtype=inputs["input_ids"].dtype)
     inputs["input_ids"] = torch.cat([inputs["input_ids"], extra], dim=1)
     inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])

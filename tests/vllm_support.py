@@ -46,7 +46,7 @@ def first_divergence(a, b) -> int | None:
 
 def next_token_logits(hf_engine, image, output_prefix) -> torch.Tensor:
     """The fp32 main model's logits for the token after `output_prefix`."""
-    inputs = hf_engine._inputs(image)
+    inputs = hf_engine.page_inputs(image)
     prefix = torch.tensor([list(output_prefix)], dtype=inputs["input_ids"].dtype)
     input_ids = torch.cat([inputs["input_ids"], prefix], dim=1)  # [1, prompt + prefix]
     # Which tokens are image tokens, for the multimodal rotary positions; the output is text.

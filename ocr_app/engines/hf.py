@@ -79,7 +79,8 @@ class HFEngine:
             {tokenizer.convert_tokens_to_ids(token) for token in ("<|im_end|>", "<|endoftext|>")} - {None}
         )
 
-    def _inputs(self, image: Image.Image) -> dict[str, torch.Tensor]:
+    def page_inputs(self, image: Image.Image) -> dict[str, torch.Tensor]:
+        """The model inputs for one page: the prompt and the image, as this engine reads it (training reuses them)."""
         budget = self.preset.pixels
         return self.processor(
             text=[self.prompt],
@@ -102,7 +103,7 @@ class HFEngine:
         self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None
     ) -> PageText:
         decoder = self._speculative_decoder()
-        inputs = self._inputs(image)
+        inputs = self.page_inputs(image)
         streamer = TextStreamer(self.processor.tokenizer, on_text, skip_prompt_tokens=0) if on_text else None
         started = time.perf_counter()
         generation = decoder.generate(
@@ -125,7 +126,7 @@ class HFEngine:
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         if settings.drafts:
             return self._read_speculative(image, settings, on_text)
-        inputs = self._inputs(image)
+        inputs = self.page_inputs(image)
         prompt_tokens = inputs["input_ids"].shape[1]
         streamer = TextStreamer(self.processor.tokenizer, on_text, prompt_tokens) if on_text else None
         if settings.seed is not None:

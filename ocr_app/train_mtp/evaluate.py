@@ -74,7 +74,7 @@ def evaluate_head(
         batch = make_batch([teacher.page_pass(image, read.token_ids)], None, None, model.dtype)
         with autocast(teacher.device, model.dtype):
             teacher_forced.merge(distill(head, batch, None, steps=positions).acceptance)
-        inputs = {key: value.to(teacher.device) for key, value in teacher.engine._inputs(image).items()}
+        inputs = {key: value.to(teacher.device) for key, value in teacher.engine.page_inputs(image).items()}
         generation = decoder.generate(inputs, settings)
         decoding.merge(generation.stats)
         output = generation.token_ids[:-1] if generation.stopped else generation.token_ids

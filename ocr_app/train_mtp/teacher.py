@@ -37,7 +37,7 @@ class Teacher:
 
     @torch.no_grad()
     def page_pass(self, image: Image.Image, output_ids: tuple[int, ...]) -> TeacherPass:
-        inputs = self.engine._inputs(image)  # the engine's own prompt and pixel budget
+        inputs = self.engine.page_inputs(image)  # the engine's own prompt and pixel budget
         prompt_len = inputs["input_ids"].shape[1]
         output = torch.tensor([output_ids], dtype=inputs["input_ids"].dtype)  # [1, N]
         inputs["input_ids"] = torch.cat([inputs["input_ids"], output], dim=1)  # [1, T]
