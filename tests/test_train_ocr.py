@@ -13,6 +13,7 @@ from transformers import Qwen3_5Config
 from ocr_app.checkpoint import inspect_mtp_head
 from ocr_app.config import PROJECT_ROOT, load_model_preset
 from ocr_app.engines import GenerationSettings, make_engine
+from ocr_app.errors import ConfigError
 from ocr_app.synth import BENCHMARK_SEEDS, is_benchmark_seed, make_sample
 from ocr_app.train_ocr.config import load_train_config, parse_train_config
 from ocr_app.train_ocr.data import HELD_OUT_START, sample_seeds
@@ -92,6 +93,23 @@ def test_export_is_a_model_folder_the_engine_reads(uninterrupted_run, tmp_path):
     engine = make_engine("hf", preset.model_copy(update={"prompt": config.prompt, "max_tokens": 4}))
     page = engine.read(make_sample(0, "word").image, GenerationSettings(max_tokens=4))
     assert 0 < page.metrics.output_tokens <= 4
+
+
+def test_warm_start_continues_from_an_exported_model(uninterrupted_run, tmp_path):
+    model_dir = export_checkpoint(uninterrupted_run / "checkpoint.pt", tmp_path / "exported")
+    config = parse_train_config(SMALL_RECIPE, "test")
+    state = train(config, tmp_path / "continued", Budget(max_steps=STEPS + 2), warm_start=model_dir)
+    losses, first_run = train_losses(tmp_path / "continued"), train_losses(uninterrupted_run)
+    assert sorted(losses) == [STEPS + 1, STEPS + 2]
+    assert state.data_position == (STEPS + 2) * 4 and len(state.sessions) == 2
+    # The weights came along: the continued run starts near where the first one ended, not at a fresh model's loss.
+    assert losses[STEPS + 1] < first_run[1]
+
+
+def test_warm_start_refuses_a_folder_without_training_state(tmp_path):
+    config = parse_train_config(SMALL_RECIPE, "test")
+    with pytest.raises(ConfigError, match="training_state.json"):
+        train(config, tmp_path / "run", Budget(max_steps=1), warm_start=tmp_path)
 
 
 def test_training_and_held_out_seeds_avoid_the_benchmark():

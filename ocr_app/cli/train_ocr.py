@@ -1,11 +1,13 @@
 """`ocr-train-ocr`: train the small Turkish OCR model, or export a checkpoint as a model folder.
 
     ocr-train-ocr train --output runs/ocr [--config configs/train_ocr.toml] [--max-steps N] [--max-minutes M]
+                        [--warm-start ocr_app/models/ocr-tiny-tr]
     ocr-train-ocr export --output runs/ocr --to ocr_app/models/ocr-tiny-tr
     ocr-train-ocr evaluate --output runs/ocr [--level word --level line]
 
 `train` resumes from the checkpoint in `--output` when there is one (with the
-checkpoint's own recipe unless --config is given); `--max-steps` is the total
+checkpoint's own recipe unless --config is given), else from `--warm-start MODEL_DIR`
+(an exported folder: its weights and step count, a fresh optimizer) when given; `--max-steps` is the total
 step count to reach, `--max-minutes` this session's wall time. SIGTERM/Ctrl-C
 save a checkpoint before stopping. The same command runs on a GPU unchanged.
 """
@@ -34,8 +36,9 @@ def train(
     max_steps: Annotated[Optional[int], typer.Option(help="stop once the run has this many steps in all")] = None,
     max_minutes: Annotated[Optional[float], typer.Option(help="stop after this many minutes of this session")] = None,
     threads: Annotated[Optional[int], typer.Option(help="torch threads (default: the recipe's)")] = None,
+    warm_start: Annotated[Optional[Path], typer.Option(help="exported model folder to continue from when --output has no checkpoint")] = None,
 ) -> None:
-    """Train from scratch, or continue the run in --output."""
+    """Train from scratch, or continue the run in --output (or an exported model with --warm-start)."""
     with report_errors():
         quiet_libraries()
         from ocr_app.train_ocr.config import load_train_config
@@ -52,7 +55,7 @@ def train(
         if max_steps is None and max_minutes is None:
             raise ConfigError("give a budget: --max-steps and/or --max-minutes")
         command = shlex.join(["ocr-train-ocr", *sys.argv[1:]])
-        state = run(recipe, output, Budget(max_steps, max_minutes), command)
+        state = run(recipe, output, Budget(max_steps, max_minutes), command, warm_start)
         print(f"stopped at step {state.step} ({state.data_position} samples, {state.wall_s / 60:.1f} min in all)")
 
 

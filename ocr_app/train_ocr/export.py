@@ -2,12 +2,14 @@
 
 The folder gets the bf16 weights (`save_pretrained`), the processor with the
 chat template, a fresh random MTP head in `mtp.safetensors` listed by the
-weight index (for `ocr-train-mtp` to train later) and a README.md recording how
-the weights were made.
+weight index (for `ocr-train-mtp` to train later), the run's counters
+(`training_state.json`, for `ocr-train-ocr train --warm-start`) and a README.md
+recording how the weights were made.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from safetensors.torch import save_file
 
 from ocr_app.checkpoint import write_weight_index
 from ocr_app.testing.tiny_model import random_mtp_head, write_processor
-from ocr_app.train_ocr.trainer import checkpoint_config, load_checkpoint, new_model
+from ocr_app.train_ocr.trainer import TRAINING_STATE_NAME, checkpoint_config, load_checkpoint, new_model
 
 
 def export_checkpoint(checkpoint_path: Path, out_dir: Path) -> Path:
@@ -35,6 +37,7 @@ def export_checkpoint(checkpoint_path: Path, out_dir: Path) -> Path:
     save_file({name: tensor.to(torch.bfloat16).contiguous() for name, tensor in head.items()}, staging / "mtp.safetensors")
     write_weight_index(staging)
     write_processor(staging, tokenizer, config.model)
+    (staging / TRAINING_STATE_NAME).write_text(json.dumps(checkpoint["state"], indent=1))
     (staging / "README.md").write_text(model_card(checkpoint, config, sum(p.numel() for p in model.parameters())))
     shutil.rmtree(out_dir, ignore_errors=True)
     staging.rename(out_dir)
@@ -59,6 +62,6 @@ Turkish documents from `ocr_app.synth` (never the benchmark's reserved seeds). T
 - Held-out greedy CER at the last evaluation: {evaluation}
 - Prompt: `{config.prompt}`; pixels {config.model.min_pixels}..{config.model.max_pixels}
 
-Training sessions (resumed from the same checkpoint folder):
+Training sessions (each resumed from the last one's checkpoint, or warm-started from its export):
 {sessions}
 """

@@ -28,6 +28,8 @@ from ocr_app.train_ocr.config import TrainConfig, parse_train_config
 from ocr_app.train_ocr.data import IGNORE_INDEX, Encoder, Example, draw_examples, held_out_examples
 
 CHECKPOINT_NAME = "checkpoint.pt"
+# Written by the export beside the weights: the run's counters, so a warm start continues the curriculum and data stream.
+TRAINING_STATE_NAME = "training_state.json"
 # Levels whose images hold one line of text, read left to right: the CTC loss applies to them.
 SINGLE_LINE_LEVELS = ("word", "line")
 METRICS_NAME = "metrics.jsonl"
@@ -165,6 +167,23 @@ class Trainer:
         torch.set_rng_state(checkpoint["torch_rng"])
         self.state = RunState(**checkpoint["state"])
         return True
+
+    def warm_start(self, model_dir: Path) -> None:
+        """Start from an exported model folder: its weights and counters, with a fresh optimizer and CTC head.
+
+        This is how a run continues across machines that keep no checkpoint:
+        the shipped model folder carries the weights (bf16) and the step, data
+        position and sessions so far; Adam's moments re-warm with the warmup.
+        """
+        state_path = model_dir / TRAINING_STATE_NAME
+        if not state_path.exists():
+            raise ConfigError(f"{model_dir}: no {TRAINING_STATE_NAME}; not a folder written by `ocr-train-ocr export`")
+        trained = Qwen3_5ForConditionalGeneration.from_pretrained(model_dir, torch_dtype=torch.float32)
+        try:
+            self.model.load_state_dict(trained.state_dict())
+        except RuntimeError:
+            raise ConfigError(f"{model_dir}: its model differs from the recipe's; warm-start with the recipe it was trained with") from None
+        self.state = RunState(**json.loads(state_path.read_text(encoding="utf-8")))
 
     def save_checkpoint(self) -> None:
         checkpoint = {
@@ -313,8 +332,12 @@ class Trainer:
         self.stop_requested = True
 
 
-def train(config: TrainConfig, output_dir: Path, budget: Budget, command: str = "") -> RunState:
-    """Train (resuming from `output_dir`'s checkpoint when there is one) until the budget is spent."""
+def train(
+    config: TrainConfig, output_dir: Path, budget: Budget, command: str = "", warm_start: Path | None = None
+) -> RunState:
+    """Train until the budget is spent, resuming from `output_dir`'s checkpoint when there is one,
+    else from the exported model folder `warm_start` when given, else from scratch."""
     trainer = Trainer(config, output_dir, command)
-    trainer.resume()
+    if not trainer.resume() and warm_start is not None:
+        trainer.warm_start(warm_start)
     return trainer.run(budget)
