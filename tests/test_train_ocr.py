@@ -84,6 +84,24 @@ def test_resumed_run_continues_where_it_stopped(uninterrupted_run, tmp_path):
         assert resumed[step] == pytest.approx(uninterrupted[step], rel=1e-4), step
 
 
+def test_evaluate_command_reads_held_out_samples(uninterrupted_run):
+    result = subprocess.run(
+        [sys.executable, "-m", "ocr_app.cli.train_ocr", "evaluate", "--output", str(uninterrupted_run),
+         "--level", "word", "--level", "line", "--samples", "3"],
+        cwd=PROJECT_ROOT, check=True, capture_output=True, text=True,
+    )
+    assert f"step {STEPS}: cer_word " in result.stdout and " cer_line " in result.stdout
+
+
+def test_data_workers_change_nothing(uninterrupted_run, tmp_path):
+    config = parse_train_config({**SMALL_RECIPE, "data_workers": 2}, "test")
+    train(config, tmp_path, Budget(max_steps=STEPS))
+    with_workers, in_process = train_losses(tmp_path), train_losses(uninterrupted_run)
+    assert sorted(with_workers) == list(range(1, STEPS + 1))
+    for step in range(1, STEPS + 1):
+        assert with_workers[step] == pytest.approx(in_process[step], rel=1e-4), step
+
+
 def test_export_is_a_model_folder_the_engine_reads(uninterrupted_run, tmp_path):
     model_dir = export_checkpoint(uninterrupted_run / "checkpoint.pt", tmp_path / "ocr-tiny-test")
     preset = load_model_preset(str(model_dir))

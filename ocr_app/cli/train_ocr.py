@@ -3,7 +3,7 @@
     ocr-train-ocr train --output runs/ocr [--config configs/train_ocr.toml] [--max-steps N] [--max-minutes M]
                         [--warm-start ocr_app/models/ocr-tiny-tr]
     ocr-train-ocr export --output runs/ocr --to ocr_app/models/ocr-tiny-tr
-    ocr-train-ocr evaluate --output runs/ocr [--level word --level line]
+    ocr-train-ocr evaluate --output runs/ocr [--level word --level line] [--samples 32]
 
 `train` resumes from the checkpoint in `--output` when there is one (with the
 checkpoint's own recipe unless --config is given), else from `--warm-start MODEL_DIR`
@@ -80,6 +80,7 @@ def export(
 def evaluate(
     output: Annotated[Path, typer.Option(help="run folder holding checkpoint.pt")],
     level: Annotated[Optional[list[str]], typer.Option(help="levels to read (default: the current stage's)")] = None,
+    samples: Annotated[Optional[int], typer.Option(help="held-out samples per level (default: the recipe's)")] = None,
     threads: Annotated[int, typer.Option(help="torch threads")] = 2,
 ) -> None:
     """Greedy CER of the run's latest checkpoint on the held-out samples."""
@@ -90,7 +91,9 @@ def evaluate(
         checkpoint = output / CHECKPOINT_NAME
         if not checkpoint.exists():
             raise ConfigError(f"{checkpoint}: no checkpoint to evaluate")
-        recipe = checkpoint_config(load_checkpoint(checkpoint), str(checkpoint)).model_copy(update={"threads": threads})
+        recipe = checkpoint_config(load_checkpoint(checkpoint), str(checkpoint))
+        evaluation = recipe.evaluation.model_copy(update={"samples_per_level": samples or recipe.evaluation.samples_per_level})
+        recipe = recipe.model_copy(update={"threads": threads, "evaluation": evaluation})
         trainer = Trainer(recipe, output, command="evaluate")
         trainer.resume()
         results = trainer.evaluate(level)

@@ -64,6 +64,8 @@ class TrainConfig(_Strict):
     threads: int = 2
     # bf16 autocast: ~1.5x faster than fp32 on this CPU, and the usual choice on a GPU.
     bf16: bool = True
+    # Processes rendering batches ahead of the trainer (0: in the training process); they change no result.
+    data_workers: int = 0
     prompt: str
     # Characters that get one token each; anything else is spelled in bytes.
     characters: str

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from PIL import Image
+from transformers import AutoProcessor
 
 from ocr_app.prompts import page_messages
 from ocr_app.synth import LEVELS, check_training_seeds, make_sample, training_seeds
@@ -58,6 +63,15 @@ def held_out_examples(level: str, count: int) -> list[Example]:
     return [Example(sample.image, sample.markdown, level) for sample in samples]
 
 
+@dataclass(frozen=True)
+class TrainingBatch:
+    """Model inputs of one step (see `Encoder.batch`) with each sample's text and level, for the CTC loss."""
+
+    inputs: dict[str, torch.Tensor]
+    texts: tuple[str, ...]
+    levels: tuple[str, ...]
+
+
 class Encoder:
     """Turns examples into model inputs: the chat prompt with the image, then the answer and <|im_end|>."""
 
@@ -98,3 +112,57 @@ class Encoder:
             "pixel_values": torch.cat(pixel_values),  # [sum of patches, 3*2*16*16]
             "image_grid_thw": torch.cat(grids),  # [B, 3]
         }
+
+
+def encoded_batch(encoder: Encoder, position: int, stage: Stage) -> TrainingBatch:
+    examples = draw_examples(position, stage.batch_size, stage)
+    return TrainingBatch(
+        encoder.batch(examples), tuple(example.text for example in examples), tuple(example.level for example in examples)
+    )
+
+
+_worker_encoder: Encoder | None = None
+
+
+def _start_worker(processor_dir: Path, instruction: str) -> None:
+    global _worker_encoder
+    torch.set_num_threads(1)
+    _worker_encoder = Encoder(AutoProcessor.from_pretrained(processor_dir), instruction)
+
+
+def _worker_batch(position: int, stage: Stage) -> TrainingBatch:
+    return encoded_batch(_worker_encoder, position, stage)
+
+
+class BatchStream:
+    """The batches of a plan of (data position, stage), in order, rendered `workers` at a time ahead of the trainer.
+
+    Rendering and encoding are a third of a step on a CPU and most of one on a
+    GPU; worker processes overlap them with the model's work.  Each batch is a
+    pure function of its position, so the stream is the same with any number
+    of workers (0: in this process, nothing ahead).
+    """
+
+    def __init__(self, encoder: Encoder, processor_dir: Path, instruction: str, workers: int):
+        self.encoder = encoder
+        self.pool = (
+            ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(processor_dir, instruction))
+            if workers > 0
+            else None
+        )
+        self.ahead = 2 * workers
+
+    def batches(self, plan: Iterator[tuple[int, Stage]]) -> Iterator[TrainingBatch]:
+        if self.pool is None:
+            for position, stage in plan:
+                yield encoded_batch(self.encoder, position, stage)
+            return
+        pending: deque[Future] = deque()
+        for position, stage in plan:
+            pending.append(self.pool.submit(_worker_batch, position, stage))
+            if len(pending) > self.ahead:
+                yield pending.popleft().result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,8 +25,8 @@ from transformers import AutoProcessor, Qwen3_5ForConditionalGeneration
 from ocr_app.config import PROJECT_ROOT
 from ocr_app.errors import ConfigError
 from ocr_app.testing.tiny_model import build_config, character_tokenizer, write_processor
-from ocr_app.train_ocr.config import TrainConfig, parse_train_config
-from ocr_app.train_ocr.data import IGNORE_INDEX, Encoder, Example, draw_examples, held_out_examples
+from ocr_app.train_ocr.config import Stage, TrainConfig, parse_train_config
+from ocr_app.train_ocr.data import IGNORE_INDEX, BatchStream, Encoder, Example, TrainingBatch, held_out_examples
 
 CHECKPOINT_NAME = "checkpoint.pt"
 # Written by the export beside the weights: the run's counters, so a warm start continues the curriculum and data stream.
@@ -120,18 +121,18 @@ class Trainer:
     def _keep_visual_tokens(self, module, inputs, output: torch.Tensor) -> None:
         self.visual_tokens = output  # [sum over images of h*w/4, hidden], row-major per image
 
-    def ctc_loss(self, grids: torch.Tensor, examples: list[Example]) -> torch.Tensor:
+    def ctc_loss(self, grids: torch.Tensor, texts: tuple[str, ...], levels: tuple[str, ...]) -> torch.Tensor:
         """CTC of each one-line image's text against its visual columns (rows averaged)."""
         slots, vocab = self.config.ctc.slots_per_column, self.model.config.text_config.vocab_size
         # Patches are merged 2x2: an image of h x w patches has h/2 x w/2 visual tokens.
         per_image = torch.split(self.visual_tokens, (grids.prod(-1) // 4).tolist())
         frames, targets = [], []
-        for tokens, (_, height, width), example in zip(per_image, grids.tolist(), examples):
-            if example.level not in SINGLE_LINE_LEVELS:
+        for tokens, (_, height, width), text, level in zip(per_image, grids.tolist(), texts, levels):
+            if level not in SINGLE_LINE_LEVELS:
                 continue
             columns = tokens.view(height // 2, width // 2, -1).float().mean(0)  # [W, H]
             frames.append(self.ctc_head(columns).view(width // 2 * slots, vocab))  # [W*slots, V]
-            targets.append(torch.tensor(self.encoder.tokenizer(example.text, add_special_tokens=False).input_ids))
+            targets.append(torch.tensor(self.encoder.tokenizer(text, add_special_tokens=False).input_ids))
         if not frames:
             return torch.zeros((), device=self.device)
         log_probs = torch.nn.utils.rnn.pad_sequence(frames).log_softmax(-1)  # [T, B', V]
@@ -206,16 +207,20 @@ class Trainer:
     def autocast(self):
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
 
-    def train_step(self, examples: list[Example]) -> tuple[float, float]:
+    def train_step(self, training_batch: TrainingBatch) -> tuple[float, float]:
         """One optimizer step; (answer cross-entropy, CTC loss or 0)."""
-        batch = {name: tensor.to(self.device) for name, tensor in self.encoder.batch(examples).items()}
+        batch = {name: tensor.to(self.device) for name, tensor in training_batch.inputs.items()}
         labels = batch.pop("labels")  # [B, T]
         with self.autocast():
             logits = self.model(**batch).logits  # [B, T, V]
         loss = torch.nn.functional.cross_entropy(
             logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX
         )
-        ctc = self.ctc_loss(batch["image_grid_thw"], examples) if self.ctc_head is not None else torch.zeros(())
+        ctc = (
+            self.ctc_loss(batch["image_grid_thw"], training_batch.texts, training_batch.levels)
+            if self.ctc_head is not None
+            else torch.zeros(())
+        )
         (loss + self.config.ctc.weight * ctc).backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optimizer.grad_clip)
         self.optimizer.step()
@@ -268,11 +273,12 @@ class Trainer:
         previous_handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         recent_losses: list[tuple[float, float]] = []
         progress = tqdm(total=budget.max_steps, initial=self.state.step, unit="step", mininterval=30, dynamic_ncols=True)
+        stream = BatchStream(self.encoder, self.output_dir / "processor", config.prompt, config.data_workers)
+        batches = stream.batches(self._plan())
         try:
             while not self._budget_spent(budget, started):
                 stage = config.stage_at(self.state.step)
-                examples = draw_examples(self.state.data_position, stage.batch_size, stage)
-                loss, ctc = self.train_step(examples)
+                loss, ctc = self.train_step(next(batches))
                 self.state.step += 1
                 self.state.data_position += stage.batch_size
                 self.state.wall_s = wall_before + time.monotonic() - started
@@ -291,10 +297,19 @@ class Trainer:
                     last_checkpoint = time.monotonic()
             self.save_checkpoint()
         finally:
+            stream.close()
             progress.close()
             for sig, handler in previous_handlers.items():
                 signal.signal(sig, handler)
         return self.state
+
+    def _plan(self) -> Iterator[tuple[int, Stage]]:
+        """(data position, stage) of this step and every later one."""
+        step, position = self.state.step, self.state.data_position
+        while True:
+            stage = self.config.stage_at(step)
+            yield position, stage
+            step, position = step + 1, position + stage.batch_size
 
     def _log_train(self, losses: list[tuple[float, float]], stage, started: float, session: dict) -> None:
         steps_done = self.state.step - session["start_step"]
