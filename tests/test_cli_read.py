@@ -137,3 +137,10 @@ def test_missing_model_folder_is_explained(tmp_path):
 def test_stdout_when_no_output_given(model_args):
     result = run_read(SAMPLE_PDF, "--pages", "1", *model_args)
     assert result.exit_code == 0 and result.stdout.startswith("<!-- page 1 -->")
+
+
+def test_dash_output_means_stdout(model_args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_read(SAMPLE_PDF, "--pages", "1", "-o", "-", *model_args)
+    assert result.exit_code == 0 and result.stdout.startswith("<!-- page 1 -->")
+    assert not (tmp_path / "-").exists()

@@ -36,14 +36,17 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 FORMATS = ("md", "json")
 
 
+STDOUT = Path("-")
+
+
 def plan_outputs(inputs: list[Path], documents: list[Path], output: Path | None, fmt: str) -> dict[Path, Path | None]:
     """Where each document's result goes; None means standard output.
 
-    A single document with `-o FILE.md|.json` goes to that file; otherwise `-o`
-    is a folder and each document gets `<name>.<fmt>` in it, mirroring the
-    layout below any input folder.
+    A single document with `-o FILE.md|.json` goes to that file, `-o -` to
+    standard output; otherwise `-o` is a folder and each document gets
+    `<name>.<fmt>` in it, mirroring the layout below any input folder.
     """
-    if output is None:
+    if output is None or output == STDOUT:
         if len(documents) > 1:
             raise OcrError("several documents need -o DIR")
         return {documents[0]: None}
@@ -129,7 +132,7 @@ def _read_batch(
                     settings.pages, settings.dpi, password)
     if retry_failed is not None:
         return read_folder(retry_failed.absolute(), settings, job, None, force=force, max_attempts=max_attempts, log_json=log_json)
-    if output is None or output.is_file():
+    if output is None or output == STDOUT or output.is_file():
         raise OcrError("a folder run needs -o OUTPUT_DIR (a folder)")
     # Absolute paths key the state store, so a rerun from another folder still finds its documents.
     inputs, output = [item.absolute() for item in inputs], output.absolute()
