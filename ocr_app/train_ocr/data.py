@@ -135,10 +135,11 @@ def _worker_batch(position: int, stage: Stage) -> TrainingBatch:
 
 
 class BatchStream:
-    """The batches of a plan of (data position, stage), in order, rendered `workers` at a time ahead of the trainer.
+    """The batches of a plan of (data position, stage), in order, up to 2 x `workers` rendered ahead of the trainer.
 
-    Rendering and encoding are a third of a step on a CPU and most of one on a
-    GPU; worker processes overlap them with the model's work.  Each batch is a
+    Rendering and encoding took 0.12 s of a 0.38 s step (16 words) on this
+    CPU, and stay the same while a GPU makes the model's part far shorter;
+    worker processes overlap them with the model's work.  Each batch is a
     pure function of its position, so the stream is the same with any number
     of workers (0: in this process, nothing ahead).
     """
