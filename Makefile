@@ -7,7 +7,7 @@ TINY := build/tiny-random
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup browser demo test bench clean tesseract eval-sample
+.PHONY: setup browser demo test bench clean tesseract eval-sample release-ocr-tiny
 
 setup: $(STAMP) tesseract
 
@@ -40,6 +40,18 @@ demo: $(STAMP) $(TINY)/config.json
 # The shipped sample benchmark, read by the tiny model (its text is noise) beside Tesseract.
 eval-sample: $(STAMP) $(TINY)/config.json tesseract
 	$(VENV)/bin/ocr-eval tob samples/tob-mini --model $(TINY) --drafts 0 --baseline tesseract -o build/eval-sample
+
+# The shipped small model from a training run (`make release-ocr-tiny RUN=TRAINING_RUN_DIR`, about an hour
+# on 2 cores): export the weights, train the MTP head on the model's own readings of 120 training pages,
+# then the README's figures: the sample benchmark against Tesseract with drafts 0, 1 and 3.
+OCR_TINY := ocr_app/models/ocr-tiny-tr
+release-ocr-tiny: $(STAMP) tesseract
+	@test -n "$(RUN)" || { echo "usage: make release-ocr-tiny RUN=TRAINING_RUN_DIR"; exit 2; }
+	$(VENV)/bin/ocr-train-ocr export --output $(RUN) --to $(OCR_TINY)
+	rm -rf build/ocr-tiny-tr.mtp-work
+	$(VENV)/bin/ocr-train-mtp --model $(OCR_TINY) --output $(OCR_TINY) --in-place --init fresh --synth-pages 120 \
+	    --config configs/train_mtp_ocr_tiny.toml --work-dir build/ocr-tiny-tr.mtp-work --threads 2
+	$(VENV)/bin/ocr-eval tob samples/tob-mini --model ocr-tiny-tr --drafts 0,1,3 --baseline tesseract -o reports/ocr-tiny-tr
 
 # Headless Chromium for the UI's browser tests, from Debian (never a browser
 # download of Playwright's own).  Skipped when present; apt-get only as root.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pymupdf
 import pytest
 import torch
 from PIL import Image, ImageDraw
+from safetensors.torch import load_file, save_file
 
 from ocr_app.checkpoint import HEAD_FILE, HEAD_PREFIX, INDEX_NAME, expected_head_shapes, inspect_mtp_head
 from ocr_app.config import load_model_preset
@@ -203,6 +205,12 @@ def test_fresh_head_learns_the_models_outputs_and_ships_beside_unchanged_weights
     assert head_names == set(expected_head_shapes(engine.model.config.text_config))
     assert (output / "tokenizer.json").exists() and text_config["model_type"] == "qwen3_5"
 
+    # The model card records how the head was made and the acceptance it measured.
+    card = (output / "README.md").read_text()
+    after_rates = " ".join(f"{rate:.2f}" for rate in after["decoding"]["acceptance_rate_per_position"])
+    assert card.count("## MTP head") == 1 and "--init fresh --max-steps 15" in card
+    assert f"acceptance per draft position {after_rates}" in card and "15 optimizer steps" in card
+
     # A second look reuses the read cache and compares the input's head with the trained one.
     result = run_cli(*common, "--output", str(output), "--eval-only", "--eval-pages", "2")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -224,3 +232,21 @@ def vllm_acceptance(model_dir: Path, tmp_path: Path) -> float:
     assert done.returncode == 0, done.stderr[-3000:]
     rates = json.loads(out.read_text())["pages"][0]["metrics"]["spec"]["acceptance_rate_per_position"]
     return sum(rates) / len(rates)
+
+
+def test_reads_of_other_main_weights_are_never_reused(tiny_model_dir, tmp_path):
+    """Retraining the main model in the same folder changes its readings: the old read cache is refused."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model_dir)
+    docs = write_documents(tmp_path / "docs", images=2)
+    common = ["--model", str(model_dir), "--data", str(docs), "--output", str(tmp_path / "o"), "--eval-only",
+              "--max-tokens", "4", "--work-dir", str(tmp_path / "work")]  # fmt: skip
+    assert run_cli(*common).returncode == 0
+    weights = load_file(model_dir / "model.safetensors")
+    name = next(iter(weights))
+    weights[name] = weights[name] + 1
+    save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})
+
+    result = run_cli(*common)
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0 and "(weights)" in result.stderr and "--work-dir" in result.stderr

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -93,6 +94,7 @@ def train_mtp(
             work_dir=work_dir,
             device=device,
             in_place=in_place,
+            command=shlex.join(["ocr-train-mtp", *sys.argv[1:]]),
         )
         console = Console()
         bars: dict[str, tqdm] = {}

@@ -107,7 +107,7 @@ class ReadCache:
             if stored != meta:
                 changed = sorted(key for key in meta.keys() | stored.keys() if stored.get(key) != meta.get(key))
                 raise ConfigError(
-                    f"read cache {folder} was made with other settings ({', '.join(changed)}); use another --cache"
+                    f"read cache {folder} was made with other settings ({', '.join(changed)}); use another --work-dir"
                 )
         else:
             meta_path.write_text(json.dumps(meta, indent=2) + "\n")

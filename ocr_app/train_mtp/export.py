@@ -56,3 +56,15 @@ def export_head(head: MTPHead, output_dir: Path, dtype: torch.dtype, text_config
     report = inspect_mtp_head(output_dir, text_config)
     if not report.usable:
         raise ModelError(f"the exported head would not load: {report.message}")
+
+
+HEAD_SECTION = "## MTP head"
+
+
+def record_head_training(output_dir: Path, record: list[str]) -> None:
+    """Write this run's record as the model card's MTP head section (README.md), replacing an earlier one."""
+    card_path = output_dir / "README.md"
+    card = card_path.read_text(encoding="utf-8") if card_path.exists() else ""
+    card = card.split(f"\n{HEAD_SECTION}\n")[0].rstrip("\n")
+    section = "\n".join([HEAD_SECTION, "", *record])
+    card_path.write_text(f"{card}\n\n{section}\n" if card else f"{section}\n", encoding="utf-8")

@@ -3,6 +3,7 @@ train, export into the new model folder, check the main weights, evaluate the tr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +15,12 @@ from ocr_app.engines import GenerationSettings, make_engine
 from ocr_app.engines.hf import HFEngine
 from ocr_app.errors import ConfigError, ModelError
 from ocr_app.pages import DEFAULT_DPI
+from ocr_app.provenance import code_version
 from ocr_app.spec.mtp_head import load_mtp_head
 from ocr_app.train_mtp.config import TrainConfig
 from ocr_app.train_mtp.data import PageRead, PageRef, ReadCache, document_pages, read_pages, split_pages, synth_pages
 from ocr_app.train_mtp.evaluate import HeadEvaluation, evaluate_head
-from ocr_app.train_mtp.export import export_head, main_weight_hashes, prepare_output
+from ocr_app.train_mtp.export import export_head, main_weight_hashes, prepare_output, record_head_training
 from ocr_app.train_mtp.head_init import initial_head
 from ocr_app.train_mtp.loop import CHECKPOINT_FILE, Example, StepReport, Trainer
 from ocr_app.train_mtp.teacher import Teacher
@@ -39,6 +41,7 @@ class TrainJob:
     device: str | None = None  # default: cuda when available
     dpi: int = DEFAULT_DPI
     in_place: bool = False
+    command: str = "ocr-train-mtp"  # as typed, for the model card
 
     @property
     def resolved_work_dir(self) -> Path:
@@ -60,6 +63,7 @@ class Prepared:
     teacher: Teacher
     train: list[Example]
     held_out: list[Example]
+    weight_hashes: dict[str, str]  # of the main model the pages were read with
     problems: list[str] = field(default_factory=list)
 
 
@@ -76,6 +80,7 @@ def prepare(job: TrainJob, callbacks: Callbacks, held_out_only: bool = False) ->
     refs, problems = _page_refs(job)
     train_refs, held_out_refs = split_pages(refs, job.config.eval_fraction, job.config.seed)
     held_out_refs = held_out_refs[: job.config.eval_pages]
+    weight_hashes = main_weight_hashes(job.model.resolved_path())
     hf_engine = HFEngine(job.model)
     settings = GenerationSettings(max_tokens=job.model.max_tokens)
     meta = {
@@ -84,6 +89,7 @@ def prepare(job: TrainJob, callbacks: Callbacks, held_out_only: bool = False) ->
         "pixels": job.model.pixels.model_dump(),
         "dpi": job.dpi,
         "max_tokens": job.model.max_tokens,
+        "weights": weight_hashes,  # a model retrained in the same folder reads anew
     }
     cache = ReadCache(job.resolved_work_dir / "reads", meta)
     wanted = held_out_refs if held_out_only else train_refs + held_out_refs
@@ -105,7 +111,7 @@ def prepare(job: TrainJob, callbacks: Callbacks, held_out_only: bool = False) ->
         reads = [(ref, cache.reads.get(ref.page_id)) for ref in page_refs]
         return [(ref, read) for ref, read in reads if read is not None and read.token_ids]
 
-    return Prepared(teacher, [] if held_out_only else examples(train_refs), examples(held_out_refs), problems)
+    return Prepared(teacher, [] if held_out_only else examples(train_refs), examples(held_out_refs), weight_hashes, problems)
 
 
 def _evaluate(name, head, prepared: Prepared, job: TrainJob, callbacks: Callbacks) -> HeadEvaluation:
@@ -129,6 +135,7 @@ def evaluate_only(job: TrainJob, callbacks: Callbacks) -> list[HeadEvaluation]:
 
 
 def train(job: TrainJob, callbacks: Callbacks) -> list[HeadEvaluation]:
+    started = time.monotonic()
     model_dir = job.model.resolved_path()
     work_dir = job.resolved_work_dir
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -136,8 +143,8 @@ def train(job: TrainJob, callbacks: Callbacks) -> list[HeadEvaluation]:
         raise ConfigError(f"{work_dir} holds a checkpoint of an earlier run; pass --resume or another --work-dir")
     if job.init not in ("existing", "fresh") and not Path(job.init).exists():
         raise ConfigError(f"--init {job.init}: expected existing, fresh, or a head file that exists")
-    hashes = main_weight_hashes(model_dir)
     prepared = prepare(job, callbacks)
+    hashes = prepared.weight_hashes
     for problem in prepared.problems:
         callbacks.on_note(f"skipped: {problem}")
     if not prepared.held_out:
@@ -156,4 +163,25 @@ def train(job: TrainJob, callbacks: Callbacks) -> list[HeadEvaluation]:
         raise ModelError("the main model's weights changed while training the head; this is a bug")
     callbacks.on_note(f"wrote {job.output}; main weights unchanged: " + ", ".join(f"{n} sha256 {h[:12]}" for n, h in hashes.items()))
     after = _evaluate("after", load_mtp_head(job.output, model), prepared, job, callbacks)
+    record_head_training(job.output, head_record(job, prepared, trainer.step, before, after, time.monotonic() - started))
     return [before, after]
+
+
+def head_record(job: TrainJob, prepared: Prepared, steps: int, before: HeadEvaluation, after: HeadEvaluation, wall_s: float) -> list[str]:
+    """The model card's lines on how the head was made and how well it drafts on held-out pages."""
+
+    def rates(evaluation: HeadEvaluation) -> str:
+        return " ".join(f"{rate:.2f}" for rate in evaluation.decoding.acceptance_rate_per_position)
+
+    return [
+        "Trained by `ocr-train-mtp` (self-distillation on the main model's own readings; main weights unchanged)",
+        f"at commit `{code_version()}` in {wall_s / 60:.1f} min, reading included:",
+        "",
+        f"    {job.command}",
+        "",
+        f"- {len(prepared.train)} training pages, {steps} optimizer steps, {job.config.draft_steps} chained draft steps",
+        f"- On {after.pages} held-out pages, decoding with {len(after.decoding.acceptance_rate_per_position)} drafts:",
+        f"  acceptance per draft position {rates(after)} (before: {rates(before)}),",
+        f"  mean acceptance length {after.decoding.mean_acceptance_length:.2f} (before: {before.decoding.mean_acceptance_length:.2f}),",
+        f"  output identical to plain greedy decoding on {after.identical_pages}/{after.pages} pages",
+    ]

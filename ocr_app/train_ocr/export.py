@@ -56,7 +56,7 @@ def model_card(checkpoint: dict, config, parameters: int) -> str:
 A small Qwen3.5 vision-language OCR model ({parameters / 1e6:.2f}M parameters, character-level
 byte-level BPE of {len(config.characters)} merged characters) trained from scratch by `ocr-train-ocr` on synthetic
 Turkish documents from `ocr_app.synth` (never the benchmark's reserved seeds). The MTP head in
-`mtp.safetensors` is random: train it with `ocr-train-mtp`.
+`mtp.safetensors` is random until `ocr-train-mtp` trains it and records its run in a section below.
 
 - Steps: {state['step']} ({state['data_position']} samples), training wall time {state['wall_s'] / 3600:.2f} h
 - Held-out greedy CER at the last evaluation: {evaluation}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,8 +21,8 @@ from rapidfuzz.distance import Levenshtein
 from tqdm import tqdm
 from transformers import AutoProcessor, Qwen3_5ForConditionalGeneration
 
-from ocr_app.config import PROJECT_ROOT
 from ocr_app.errors import ConfigError
+from ocr_app.provenance import code_version
 from ocr_app.testing.tiny_model import build_config, character_tokenizer, write_processor
 from ocr_app.train_ocr.config import Stage, TrainConfig, parse_train_config
 from ocr_app.train_ocr.data import IGNORE_INDEX, BatchStream, Encoder, Example, TrainingBatch, held_out_examples
@@ -66,20 +65,6 @@ def load_checkpoint(path: Path) -> dict:
 
 def checkpoint_config(checkpoint: dict, source: str) -> TrainConfig:
     return parse_train_config(checkpoint["config"], source)
-
-
-def code_version() -> str:
-    """The commit the code runs from, marked `+dirty` when the worktree has uncommitted changes."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + ("+dirty" if dirty else "")
 
 
 def character_error_rate(hypotheses: list[str], references: list[str]) -> float:
