@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 from transformers import Qwen3_5Config
 
 from ocr_app.checkpoint import inspect_mtp_head
@@ -18,7 +20,7 @@ from ocr_app.synth import BENCHMARK_SEEDS, is_benchmark_seed, make_sample
 from ocr_app.train_ocr.config import load_train_config, parse_train_config
 from ocr_app.train_ocr.data import HELD_OUT_START, sample_seeds
 from ocr_app.train_ocr.export import export_checkpoint
-from ocr_app.train_ocr.trainer import Budget, train
+from ocr_app.train_ocr.trainer import Budget, load_checkpoint, train
 
 SMALL_RECIPE = {
     "seed": 0,
@@ -39,7 +41,7 @@ SMALL_RECIPE = {
         "vision_intermediate_size": 64,
     },
     "ctc": {"weight": 0.5},
-    "optimizer": {"lr": 3e-3, "warmup_steps": 1},
+    "optimizer": {"lr": 3e-3, "warmup_steps": 1, "ema_decay": 0.5},
     "evaluation": {"every_steps": 4, "samples_per_level": 2, "max_new_tokens": 8},
     "stages": [{"steps": 100, "levels": {"word": 1.0}, "batch_size": 4}],
 }
@@ -82,6 +84,10 @@ def test_resumed_run_continues_where_it_stopped(uninterrupted_run, tmp_path):
     assert sorted(resumed) == list(range(1, STEPS + 1))
     for step in range(1, STEPS + 1):
         assert resumed[step] == pytest.approx(uninterrupted[step], rel=1e-4), step
+    # The moving average survived the interruption too.
+    resumed_ema = load_checkpoint(tmp_path / "checkpoint.pt")["ema"]
+    for name, tensor in load_checkpoint(uninterrupted_run / "checkpoint.pt")["ema"].items():
+        assert torch.allclose(resumed_ema[name].float(), tensor.float(), atol=1e-5), name
 
 
 def test_evaluate_command_reads_held_out_samples(uninterrupted_run):
@@ -108,6 +114,12 @@ def test_export_is_a_model_folder_the_engine_reads(uninterrupted_run, tmp_path):
     config = parse_train_config(SMALL_RECIPE, "test")
     assert inspect_mtp_head(model_dir, Qwen3_5Config.from_pretrained(model_dir).text_config).usable
     assert f"{STEPS} ({STEPS * 4} samples)" in (model_dir / "README.md").read_text()
+    # The folder holds the moving average, not the last step's weights.
+    checkpoint = load_checkpoint(uninterrupted_run / "checkpoint.pt")
+    shipped = load_file(model_dir / "model.safetensors")
+    name = "model.language_model.layers.1.mlp.up_proj.weight"
+    assert torch.equal(shipped[name], checkpoint["ema"][f"module.{name}"].to(torch.bfloat16))
+    assert not torch.equal(shipped[name], checkpoint["model"][name].to(torch.bfloat16))
     engine = make_engine("hf", preset.model_copy(update={"prompt": config.prompt, "max_tokens": 4}))
     page = engine.read(make_sample(0, "word").image, GenerationSettings(max_tokens=4))
     assert 0 < page.metrics.output_tokens <= 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ocr_app.errors import ConfigError
 from ocr_app.synth import LEVELS
@@ -38,6 +38,9 @@ class Optimizer(_Strict):
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.98)
     warmup_steps: int = 200
+    # > 0: evaluation and export use an exponential moving average of the weights with this decay,
+    # which smooths the step-to-step swings of a constant learning rate.
+    ema_decay: float = Field(default=0.0, ge=0.0, lt=1.0)
     grad_clip: float = 1.0
 
 

@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 
 from ocr_app.checkpoint import write_weight_index
 from ocr_app.testing.tiny_model import random_mtp_head, write_processor
-from ocr_app.train_ocr.trainer import TRAINING_STATE_NAME, checkpoint_config, load_checkpoint, new_model
+from ocr_app.train_ocr.trainer import TRAINING_STATE_NAME, checkpoint_config, exported_weights, load_checkpoint, new_model
 
 
 def export_checkpoint(checkpoint_path: Path, out_dir: Path) -> Path:
@@ -26,7 +26,7 @@ def export_checkpoint(checkpoint_path: Path, out_dir: Path) -> Path:
     checkpoint = load_checkpoint(checkpoint_path)
     config = checkpoint_config(checkpoint, str(checkpoint_path))
     tokenizer, model = new_model(config)
-    model.load_state_dict(checkpoint["model"])
+    model.load_state_dict(exported_weights(checkpoint))
     model.to(torch.bfloat16)
     staging = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -50,6 +50,8 @@ def model_card(checkpoint: dict, config, parameters: int) -> str:
         f"- commit `{s['commit']}`, steps {s['start_step']}+, {s['wall_s'] / 60:.1f} min: `{s['command']}`"
         for s in state["sessions"]
     )
+    decay = config.optimizer.ema_decay
+    weights = f"moving average of the trained weights (decay {decay})" if checkpoint.get("ema") else "the last step's"
     evaluation = ", ".join(f"{k} {v:.3f}" for k, v in state["last_eval"].items()) or "not measured yet"
     return f"""# ocr-tiny-tr
 
@@ -60,6 +62,7 @@ Turkish documents from `ocr_app.synth` (never the benchmark's reserved seeds). T
 
 - Steps: {state['step']} ({state['data_position']} samples), training wall time {state['wall_s'] / 3600:.2f} h
 - Held-out greedy CER at the last evaluation: {evaluation}
+- Weights: {weights}
 - Prompt: `{config.prompt}`; pixels {config.model.min_pixels}..{config.model.max_pixels}
 
 Training sessions (each resumed from the last one's checkpoint, or warm-started from its export):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 from rapidfuzz.distance import Levenshtein
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 from transformers import AutoProcessor, Qwen3_5ForConditionalGeneration
 
@@ -67,6 +68,13 @@ def checkpoint_config(checkpoint: dict, source: str) -> TrainConfig:
     return parse_train_config(checkpoint["config"], source)
 
 
+def exported_weights(checkpoint: dict) -> dict[str, torch.Tensor]:
+    """The weights a checkpoint is read and shipped with: the moving average when it kept one."""
+    if checkpoint.get("ema"):
+        return {name.removeprefix("module."): tensor for name, tensor in checkpoint["ema"].items() if name.startswith("module.")}
+    return checkpoint["model"]
+
+
 def character_error_rate(hypotheses: list[str], references: list[str]) -> float:
     """Edit distance summed over samples, divided by the references' total length."""
     errors = sum(Levenshtein.distance(hyp, ref) for hyp, ref in zip(hypotheses, references))
@@ -85,6 +93,8 @@ class Trainer:
         write_processor(output_dir / "processor", tokenizer, config.model)
         self.encoder = Encoder(AutoProcessor.from_pretrained(output_dir / "processor"), config.prompt)
         self.model.to(self.device).train()
+        # Copied before the CTC hook is attached, so the average carries no hook back to this trainer.
+        self.ema = self._new_ema() if config.optimizer.ema_decay > 0 else None
         self.ctc_head = self._attach_ctc_head() if config.ctc.weight > 0 else None
         parameters = list(self.model.parameters()) + (list(self.ctc_head.parameters()) if self.ctc_head else [])
         opt = config.optimizer
@@ -94,6 +104,20 @@ class Trainer:
         self.state = RunState()
         self.held_out: dict[str, list[Example]] = {}
         self.stop_requested = False
+
+    def _new_ema(self) -> AveragedModel:
+        ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(self.config.optimizer.ema_decay), use_buffers=True)
+        return ema.eval()
+
+    @property
+    def reader(self) -> Qwen3_5ForConditionalGeneration:
+        """The weights evaluated and exported: the moving average when there is one."""
+        return self.ema.module if self.ema is not None else self.model
+
+    def _restart_ema(self) -> None:
+        """After loading weights from elsewhere, the average starts from them."""
+        if self.ema is not None:
+            self.ema.module.load_state_dict(self.model.state_dict())
 
     def _attach_ctc_head(self) -> torch.nn.Linear:
         """A linear reader of visual-token columns, fed by a hook on the vision merger's output."""
@@ -146,6 +170,10 @@ class Trainer:
                 "resume with its own recipe (no --config) or use a new --output"
             )
         self.model.load_state_dict(checkpoint["model"])
+        if self.ema is not None and checkpoint.get("ema"):
+            self.ema.load_state_dict(checkpoint["ema"])
+        else:
+            self._restart_ema()
         if self.ctc_head is not None:
             self.ctc_head.load_state_dict(checkpoint["ctc_head"])
         self.optimizer.load_state_dict(checkpoint["optimizer"])
@@ -169,12 +197,14 @@ class Trainer:
             self.model.load_state_dict(trained.state_dict())
         except RuntimeError:
             raise ConfigError(f"{model_dir}: its model differs from the recipe's; warm-start with the recipe it was trained with") from None
+        self._restart_ema()
         self.state = RunState(**json.loads(state_path.read_text(encoding="utf-8")))
 
     def save_checkpoint(self) -> None:
         checkpoint = {
             "config": self.config.model_dump(mode="json"),
             "model": self.model.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else {},
             "ctc_head": self.ctc_head.state_dict() if self.ctc_head is not None else {},
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
@@ -211,6 +241,8 @@ class Trainer:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
         return loss.item(), ctc.item()
 
     def read(self, image, max_new_tokens: int) -> str:
@@ -218,7 +250,7 @@ class Trainer:
         inputs = {name: tensor.to(self.device) for name, tensor in self.encoder.prompt_inputs(image).items()}
         prompt_tokens = inputs["input_ids"].shape[1]
         with torch.inference_mode(), self.autocast():
-            output = self.model.generate(
+            output = self.reader.generate(
                 **inputs,
                 max_new_tokens=max_new_tokens,
                 do_sample=False,
