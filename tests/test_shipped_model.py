@@ -22,8 +22,8 @@ def engine():
 @pytest.mark.parametrize(
     ("level", "largest_cer"),
     # Greedy fp32 readings are deterministic; the bounds leave room above what the shipped weights
-    # measured (word 0.07, line 0.16) and far below a model that does not read (0.9 and more).
-    [("word", 0.2), ("line", 0.3)],
+    # measured (word 0.16, line 0.28) and lie far below a model that does not read (0.9 and more).
+    [("word", 0.25), ("line", 0.4)],
 )
 def test_shipped_model_reads_held_out_text(engine, level, largest_cer):
     examples = held_out_examples(level, SAMPLES)
