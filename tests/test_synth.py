@@ -94,3 +94,16 @@ def test_bad_arguments_are_refused():
     for kwargs in ({"level": "chapter"}, {"kind": "poem"}, {"degradation": "burnt"}):
         with pytest.raises(ValueError):
             render_sample(1, **kwargs)
+
+
+def test_words_and_lines_are_both_tightly_cropped_and_placed_on_a_larger_sheet():
+    """Half sit on a larger sheet, so a reader cannot learn that text always fills the image."""
+    height_shares = []
+    for seed in range(40):
+        sample = make_sample(seed, level="line", degradation="clean")
+        ink_rows = np.flatnonzero((np.asarray(sample.image.convert("L")) < 128).any(axis=1))
+        assert ink_rows.size, seed
+        height_shares.append((ink_rows[-1] - ink_rows[0] + 1) / sample.image.height)
+    tight = sum(share > 0.45 for share in height_shares)
+    placed = sum(share < 0.3 for share in height_shares)
+    assert tight >= 10 and placed >= 10, height_shares

@@ -88,11 +88,11 @@ def make_sample(
     degradation = degradation or rng.choices(list(DEGRADATION_WEIGHTS), weights=list(DEGRADATION_WEIGHTS.values()))[0]
     if level == "word":
         content = text.word(rng)
-        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 36)))
+        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 36)), margins=_placement(rng))
         markdown = content
     elif level == "line":
         content = _line(rng)
-        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 28)))
+        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 28)), margins=_placement(rng))
         markdown = content
     else:
         blocks = BUILDERS[kind](rng)
@@ -122,6 +122,15 @@ def render_sample(
     """(RGB image, its exact Markdown); see `make_sample`."""
     sample = make_sample(seed, level, kind, degradation, benchmark)
     return sample.image, sample.markdown
+
+
+def _placement(rng: random.Random) -> tuple[int, int, int, int]:
+    """Blank margins (left, top, right, bottom) around a word or line: none for half of them; the others
+    sit somewhere on a larger sheet, as text does in blocks and pages, so a reader learns to find the
+    text instead of assuming that it fills the image (one trained on tight crops only fails with margins)."""
+    if rng.random() < 0.5:
+        return (0, 0, 0, 0)
+    return (rng.randint(0, 240), rng.randint(0, 160), rng.randint(0, 240), rng.randint(0, 160))
 
 
 def _line(rng: random.Random) -> str:

@@ -179,12 +179,14 @@ def render_blocks(blocks: tuple[Block, ...], style: Style, width: int, min_heigh
     return layout.draw(max(min_height, round(layout.y + style.margin)))
 
 
-def render_line(content: str, style: Style, bold: bool = False) -> Image.Image:
-    """One line of text on a canvas just larger than it."""
+def render_line(content: str, style: Style, bold: bool = False, margins: tuple[int, int, int, int] = (0, 0, 0, 0)) -> Image.Image:
+    """One line of text on a canvas just larger than it, plus blank `margins` (left, top, right, bottom) in px."""
     face = style.font(bold=bold)
     left, top, right, bottom = face.getbbox(content)
     pad_x, pad_y = style.size // 2 + 2, style.size // 3 + 2
     ascent, descent = face.getmetrics()
-    image = Image.new("RGB", (int(right) + 2 * pad_x, ascent + descent + 2 * pad_y), style.paper)
-    ImageDraw.Draw(image).text((pad_x, pad_y), content, font=face, fill=style.ink)
+    margin_left, margin_top, margin_right, margin_bottom = margins
+    size = (int(right) + 2 * pad_x + margin_left + margin_right, ascent + descent + 2 * pad_y + margin_top + margin_bottom)
+    image = Image.new("RGB", size, style.paper)
+    ImageDraw.Draw(image).text((pad_x + margin_left, pad_y + margin_top), content, font=face, fill=style.ink)
     return image
