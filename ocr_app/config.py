@@ -26,6 +26,10 @@ def configs_dir() -> Path:
     return Path(os.environ.get("OCR_APP_CONFIGS", PROJECT_ROOT / "configs"))
 
 
+# A model folder's own preset: how the model must be prompted and fed (keys of ModelPreset but path).
+FOLDER_PRESET_NAME = "ocr_app.toml"
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -106,10 +110,16 @@ def _validate(model: type[BaseModel], data: dict, source: Path):
 def load_model_preset(spec: str | Path) -> ModelPreset:
     """A preset name (`configs/models/NAME.toml`), a preset file, or a model folder.
 
-    A model folder takes the prompt and budget of the default preset.
+    A model folder is read with the prompt and budget it was trained with when it
+    carries them (`ocr_app.toml`, written by `ocr-train-ocr export`); otherwise
+    with those of the default preset.
     """
     candidate = Path(spec)
     if candidate.is_dir():
+        folder_preset = candidate / FOLDER_PRESET_NAME
+        if folder_preset.exists():
+            data = {"name": candidate.name, **_load_toml(folder_preset), "path": candidate.resolve()}
+            return _validate(ModelPreset, data, folder_preset)
         base = load_model_preset(default_model_name())
         return base.model_copy(update={"name": candidate.name, "path": candidate.resolve()})
     path = candidate if candidate.suffix == ".toml" else configs_dir() / "models" / f"{spec}.toml"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ocr_app.config import (
+    FOLDER_PRESET_NAME,
     PROJECT_ROOT,
     default_model_name,
     drafts_for,
@@ -28,6 +29,16 @@ def test_model_folder_takes_default_prompt(tiny_model_dir):
     preset = load_model_preset(tiny_model_dir)
     assert preset.resolved_path() == tiny_model_dir.resolve()
     assert preset.prompt == load_model_preset(default_model_name()).prompt
+
+
+def test_model_folder_with_its_own_preset_is_read_as_trained(tmp_path):
+    (tmp_path / FOLDER_PRESET_NAME).write_text('prompt = "Metni yaz."\nmax_tokens = 99\n[pixels]\nmin_pixels = 4096\nmax_pixels = 65536\n')
+    preset = load_model_preset(tmp_path)
+    assert (preset.prompt, preset.max_tokens, preset.pixels.max_pixels) == ("Metni yaz.", 99, 65536)
+    assert preset.resolved_path() == tmp_path.resolve() and preset.name == tmp_path.name
+    (tmp_path / FOLDER_PRESET_NAME).write_text('prompt = "p"\nmax_tokenz = 5\n[pixels]\nmin_pixels = 4096\nmax_pixels = 65536\n')
+    with pytest.raises(ConfigError, match="bad key 'max_tokenz'"):
+        load_model_preset(tmp_path)
 
 
 def test_relative_paths_are_relative_to_project_root():

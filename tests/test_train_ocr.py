@@ -120,7 +120,10 @@ def test_export_is_a_model_folder_the_engine_reads(uninterrupted_run, tmp_path):
     name = "model.language_model.layers.1.mlp.up_proj.weight"
     assert torch.equal(shipped[name], checkpoint["ema"][f"module.{name}"].to(torch.bfloat16))
     assert not torch.equal(shipped[name], checkpoint["model"][name].to(torch.bfloat16))
-    engine = make_engine("hf", preset.model_copy(update={"prompt": config.prompt, "max_tokens": 4}))
+    # The folder carries the prompt and pixel budget it was trained with.
+    assert preset.prompt == config.prompt and preset.path == model_dir.resolve()
+    assert (preset.pixels.min_pixels, preset.pixels.max_pixels) == (config.model.min_pixels, config.model.max_pixels)
+    engine = make_engine("hf", preset.model_copy(update={"max_tokens": 4}))
     page = engine.read(make_sample(0, "word").image, GenerationSettings(max_tokens=4))
     assert 0 < page.metrics.output_tokens <= 4
 

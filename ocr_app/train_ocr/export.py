@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 from ocr_app.checkpoint import write_weight_index
+from ocr_app.config import FOLDER_PRESET_NAME
 from ocr_app.testing.tiny_model import random_mtp_head, write_processor
 from ocr_app.train_ocr.trainer import TRAINING_STATE_NAME, checkpoint_config, exported_weights, load_checkpoint, new_model
 
@@ -38,10 +39,25 @@ def export_checkpoint(checkpoint_path: Path, out_dir: Path) -> Path:
     write_weight_index(staging)
     write_processor(staging, tokenizer, config.model)
     (staging / TRAINING_STATE_NAME).write_text(json.dumps(checkpoint["state"], indent=1))
+    (staging / FOLDER_PRESET_NAME).write_text(folder_preset(config), encoding="utf-8")
     (staging / "README.md").write_text(model_card(checkpoint, config, sum(p.numel() for p in model.parameters())))
     shutil.rmtree(out_dir, ignore_errors=True)
     staging.rename(out_dir)
     return out_dir
+
+
+def folder_preset(config) -> str:
+    """The prompt and pixel budget the model was trained with, so `--model FOLDER` reads as training did."""
+    return f"""# How to read with this model (ocr_app preset keys); written by `ocr-train-ocr export`.
+prompt = {json.dumps(config.prompt, ensure_ascii=False)}
+use_chat_template = true
+max_tokens = {config.evaluation.max_new_tokens}
+hf_dtype = "float32"
+
+[pixels]
+min_pixels = {config.model.min_pixels}
+max_pixels = {config.model.max_pixels}
+"""
 
 
 def model_card(checkpoint: dict, config, parameters: int) -> str:
