@@ -10,7 +10,7 @@ use_test_env()
 
 from ocr_app.engines import GenerationSettings  # noqa: E402
 from ocr_app.engines.spec_counters import difference  # noqa: E402
-from ocr_app.engines.vllm import VllmEngine  # noqa: E402
+from ocr_app.engines.vllm import VllmEngine, default_cpu_kv_cache_gib  # noqa: E402
 from ocr_app.metrics import SpecDecodingStats  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -87,3 +87,9 @@ def test_near_tie_check_rejects_a_real_difference(hf_engine, pages):
     unlikely = int(logits.argmin())
     with pytest.raises(AssertionError, match="not a near-tie"):
         assert_same_greedy_output(hf_engine, pages[0], greedy, greedy[:4] + [unlikely] + greedy[5:])
+
+
+def test_cpu_kv_cache_default_leaves_memory_for_the_rest_of_the_machine():
+    gib = 2**30
+    assert default_cpu_kv_cache_gib(int(15.9 * gib)) == 3  # the machine whose start failed at vLLM's 92% rule
+    assert default_cpu_kv_cache_gib(gib) == 1 and default_cpu_kv_cache_gib(200 * gib) == 8

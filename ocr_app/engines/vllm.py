@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import psutil
 from PIL import Image
 
 from ocr_app.checkpoint import HeadReport, inspect_mtp_head
@@ -40,6 +41,14 @@ STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 PROMPT_TEXT_TOKENS = 512
 # `OCR_APP_VLLM_EAGER=1` skips torch.compile: faster start (tests), slower decoding.
 EAGER_ENV = "OCR_APP_VLLM_EAGER"
+# vLLM's CPU backend wants 92% of the machine's memory free at start unless its KV cache has an explicit
+# size, so any other process (a browser, a training run) made it refuse to start.
+CPU_KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+
+
+def default_cpu_kv_cache_gib(available_bytes: int) -> int:
+    """A quarter of the memory free now, 1-8 GiB: room for many pages in flight, and for everything else."""
+    return max(1, min(8, available_bytes // 4 // 2**30))
 
 
 def check_model_folder(model_dir: Path, drafts: int) -> HeadReport:
@@ -98,6 +107,10 @@ class VllmEngine:
         # notes drown them.  Set before import: vLLM reads it once, and its
         # engine process inherits it.
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        import torch
+
+        if not torch.cuda.is_available():
+            os.environ.setdefault(CPU_KV_CACHE_ENV, str(default_cpu_kv_cache_gib(psutil.virtual_memory().available)))
         from vllm import LLM
 
         budget = self.preset.pixels
