@@ -2,9 +2,10 @@
 
 The folder gets the bf16 weights (`save_pretrained`), the processor with the
 chat template, a fresh random MTP head in `mtp.safetensors` listed by the
-weight index (for `ocr-train-mtp` to train later), the run's counters
-(`training_state.json`, for `ocr-train-ocr train --warm-start`) and a README.md
-recording how the weights were made.
+weight index (for `ocr-train-mtp` to train later), the prompt and pixel budget
+it was trained with (`ocr_app.toml`, so `--model FOLDER` reads as training
+did), the run's counters (`training_state.json`, for `ocr-train-ocr train
+--warm-start`) and a README.md recording how the weights were made.
 """
 
 from __future__ import annotations
