@@ -19,7 +19,7 @@ from ocr_app.synth import (
     training_seeds,
 )
 from ocr_app.synth.render import FONTS_DIR
-from ocr_app.synth.text import money
+from ocr_app.synth.text import SENTENCES, money
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -107,3 +107,17 @@ def test_words_and_lines_are_both_tightly_cropped_and_placed_on_a_larger_sheet()
     tight = sum(share > 0.45 for share in height_shares)
     placed = sum(share < 0.3 for share in height_shares)
     assert tight >= 10 and placed >= 10, height_shares
+
+
+def test_random_text_keeps_the_layout_but_draws_every_word_independently():
+    """Training pages whose words cannot be recited: same blocks and markup, none of the stock sentences."""
+    stock = make_sample(11, level="page", kind="letter", degradation="clean")
+    random_words = make_sample(11, level="page", kind="letter", degradation="clean", random_text=True)
+    stock_blocks, random_blocks = stock.markdown.split("\n\n"), random_words.markdown.split("\n\n")
+    assert len(stock_blocks) == len(random_blocks)
+    for before, after in zip(stock_blocks, random_blocks):
+        assert [before.startswith(mark) for mark in ("#", "**", "|")] == [after.startswith(mark) for mark in ("#", "**", "|")]
+    assert not any(sentence in random_words.markdown for sentence in SENTENCES)
+    assert any(sentence in stock.markdown for sentence in SENTENCES)
+    lines = {make_sample(seed, level="line", random_text=True).markdown for seed in range(20)}
+    assert len(lines) == 20 and not any(line in " ".join(SENTENCES) for line in lines)

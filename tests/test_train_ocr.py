@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +18,11 @@ from ocr_app.config import PROJECT_ROOT, load_model_preset
 from ocr_app.engines import GenerationSettings, make_engine
 from ocr_app.errors import ConfigError
 from ocr_app.synth import BENCHMARK_SEEDS, is_benchmark_seed, make_sample
-from ocr_app.train_ocr.config import load_train_config, parse_train_config
-from ocr_app.train_ocr.data import HELD_OUT_START, sample_seeds
+from ocr_app.synth.text import SENTENCES
+from ocr_app.train_ocr.config import Stage, load_train_config, parse_train_config
+from ocr_app.train_ocr.data import HELD_OUT_START, Example, draw_examples, held_out_examples, sample_seeds
 from ocr_app.train_ocr.export import export_checkpoint
-from ocr_app.train_ocr.trainer import Budget, load_checkpoint, train
+from ocr_app.train_ocr.trainer import Budget, Trainer, checkpoint_config, load_checkpoint, train
 
 SMALL_RECIPE = {
     "seed": 0,
@@ -161,3 +163,34 @@ def test_shipped_recipe_is_valid():
     layer_types = set(config.model.layer_types)
     assert layer_types == {"linear_attention", "full_attention"}
     assert config.model.linear_key_head_dim == 128
+
+
+def test_a_stage_without_random_text_draws_the_samples_it_always_drew():
+    stage = Stage(steps=1, levels={"line": 1.0}, batch_size=6)
+    stock = draw_examples(100, 6, stage)
+
+    def drawn_before_random_text(seed: int) -> str:
+        rng = random.Random(seed)
+        rng.choices(["line"], weights=[1.0])
+        return make_sample(rng, "line").markdown
+
+    assert [example.text for example in stock] == [drawn_before_random_text(seed) for seed in sample_seeds(100, 6)]
+    random_words = draw_examples(100, 6, stage.model_copy(update={"random_text": 1.0}))
+    assert not any(example.text in " ".join(SENTENCES) for example in random_words)
+
+
+def test_reliance_compares_each_answer_with_its_own_image_and_another(uninterrupted_run):
+    checkpoint = uninterrupted_run / "checkpoint.pt"
+    trainer = Trainer(checkpoint_config(load_checkpoint(checkpoint), str(checkpoint)), uninterrupted_run, command="test")
+    trainer.resume()
+    examples = held_out_examples("word", 3)
+    own, other = trainer.image_reliance(examples)
+    assert own != other
+    # With one image for all answers, "another sample's image" is the same image: no gap.
+    same_image = [Example(examples[0].image, example.text, example.level) for example in examples]
+    assert trainer.image_reliance(same_image)[0] == pytest.approx(trainer.image_reliance(same_image)[1])
+    result = subprocess.run(
+        [sys.executable, "-m", "ocr_app.cli.train_ocr", "reliance", "--output", str(uninterrupted_run),
+         "--level", "paragraph"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+    )
+    assert result.returncode != 0 and "unknown level(s) paragraph" in result.stderr and "Traceback" not in result.stderr

@@ -4,6 +4,7 @@
                         [--warm-start ocr_app/models/ocr-tiny-tr]
     ocr-train-ocr export --output runs/ocr --to ocr_app/models/ocr-tiny-tr
     ocr-train-ocr evaluate --output runs/ocr [--level word --level line] [--samples 32]
+    ocr-train-ocr reliance --output runs/ocr [--level block] [--samples 16]
 
 `train` resumes from the checkpoint in `--output` when there is one (with the
 checkpoint's own recipe unless --config is given), else from `--warm-start MODEL_DIR`
@@ -98,6 +99,41 @@ def evaluate(
         trainer.resume()
         results = trainer.evaluate(level)
         print(f"step {trainer.state.step}: " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
+
+
+@app.command()
+def reliance(
+    output: Annotated[Path, typer.Option(help="run folder holding checkpoint.pt")],
+    level: Annotated[Optional[list[str]], typer.Option(help="levels to measure (default: line and block)")] = None,
+    samples: Annotated[int, typer.Option(help="held-out samples per level")] = 16,
+    threads: Annotated[int, typer.Option(help="torch threads")] = 2,
+) -> None:
+    """How much the answers depend on the image: held-out answer loss with the right image vs another's,
+    on the documents' stock text and on words drawn independently."""
+    with report_errors():
+        quiet_libraries()
+        from ocr_app.synth import LEVELS
+        from ocr_app.train_ocr.data import held_out_examples
+        from ocr_app.train_ocr.trainer import CHECKPOINT_NAME, Trainer, checkpoint_config, load_checkpoint
+
+        checkpoint = output / CHECKPOINT_NAME
+        if not checkpoint.exists():
+            raise ConfigError(f"{checkpoint}: no checkpoint to measure")
+        if samples < 2:
+            raise ConfigError("--samples: at least 2, so each answer has another sample's image to be read with")
+        levels = level or ["line", "block"]
+        unknown = sorted(set(levels) - set(LEVELS))
+        if unknown:
+            raise ConfigError(f"--level: unknown level(s) {', '.join(unknown)} (levels: {', '.join(LEVELS)})")
+        recipe = checkpoint_config(load_checkpoint(checkpoint), str(checkpoint)).model_copy(update={"threads": threads})
+        trainer = Trainer(recipe, output, command="reliance")
+        trainer.resume()
+        print(f"step {trainer.state.step}: answer loss, nats/token (own image / another's)")
+        for name in levels:
+            for random_text in (False, True):
+                right, wrong = trainer.image_reliance(held_out_examples(name, samples, random_text))
+                text = "random words" if random_text else "stock text"
+                print(f"{name:6} {text:12} {right:.3f} / {wrong:.3f}  gap {wrong - right:.3f}")
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ from PIL import Image
 
 from ocr_app.synth import text
 from ocr_app.synth.degrade import DEGRADATIONS, degrade
-from ocr_app.synth.documents import BUILDERS, KINDS, to_markdown
+from ocr_app.synth.documents import BUILDERS, KINDS, to_markdown, with_random_words
 from ocr_app.synth.render import A4_RATIO, random_style, render_blocks, render_line
 
 Level = Literal["word", "line", "block", "page"]
@@ -73,8 +73,13 @@ def make_sample(
     kind: str | None = None,
     degradation: str | None = None,
     benchmark: bool = False,
+    random_text: bool = False,
 ) -> Sample:
-    """One synthetic image with its ground truth; `kind` and `degradation` are drawn from the seed when None."""
+    """One synthetic image with its ground truth; `kind` and `degradation` are drawn from the seed when None.
+
+    `random_text`: lines, headings, labels and paragraphs are words drawn independently
+    (`text.random_words`) instead of the documents' stock phrases; the layout is the same.
+    """
     if level not in LEVELS:
         raise ValueError(f"unknown level '{level}' (levels: {', '.join(LEVELS)})")
     if kind is not None and kind not in KINDS:
@@ -91,11 +96,13 @@ def make_sample(
         image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 36)), margins=_placement(rng))
         markdown = content
     elif level == "line":
-        content = _line(rng)
+        content = text.random_words(rng, rng.randint(2, 9)) if random_text else _line(rng)
         image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 28)), margins=_placement(rng))
         markdown = content
     else:
         blocks = BUILDERS[kind](rng)
+        if random_text:
+            blocks = with_random_words(blocks, rng)
         receipt = kind == "receipt"
         style = random_style(rng, ("mono", "condensed") if receipt else ("sans", "serif", "condensed"),
                              (12, 15) if receipt else (14, 19))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Union
 
 from ocr_app.synth import text
@@ -163,6 +163,27 @@ def form(rng: random.Random) -> Document:
         Paragraph(text.paragraph(rng, (1, 2)), label="Açıklama:"),
         Paragraph(f"{name}", label="Başvuru sahibinin imzası:", align="right"),
     )
+
+
+def with_random_words(blocks: Document, rng: random.Random) -> Document:
+    """The same layout with every heading, label and paragraph made of as many words drawn independently.
+
+    The builders draw prose from a few dozen sentences and labels from fixed forms, which a reader can
+    recite after its first word; a reader trained only on them learns to recall instead of to read.
+    """
+
+    def replaced(words: str) -> str:
+        return text.random_words(rng, len(words.split())) if words else words
+
+    changed: list[Block] = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            changed.append(replace(block, text=replaced(block.text)))
+        elif isinstance(block, Paragraph):
+            changed.append(replace(block, text=replaced(block.text), label=replaced(block.label)))
+        else:
+            changed.append(block)
+    return tuple(changed)
 
 
 BUILDERS: dict[str, Callable[[random.Random], Document]] = {

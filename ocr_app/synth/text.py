@@ -207,3 +207,8 @@ def word(rng: random.Random) -> str:
     if source < 0.94:
         return short_date(date(rng))
     return digits(rng, rng.randint(2, 11))
+
+
+def random_words(rng: random.Random, count: int) -> str:
+    """`count` tokens drawn independently (see `word`): no sentence to recall, so only the image tells them apart."""
+    return " ".join(word(rng) for _ in range(count))

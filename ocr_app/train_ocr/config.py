@@ -22,6 +22,8 @@ class Stage(_Strict):
     steps: int
     levels: dict[str, float]
     batch_size: int
+    # Share of samples whose text is words drawn independently (see `ocr_app.synth.make_sample`).
+    random_text: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _known_levels(self) -> Stage:

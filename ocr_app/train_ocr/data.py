@@ -51,15 +51,17 @@ def draw_examples(start: int, count: int, stage: Stage) -> list[Example]:
     for seed in seeds:
         rng = random.Random(seed)
         level = rng.choices(levels, weights=weights)[0]
-        sample = make_sample(rng, level)
+        # Drawn only when used, so a stage without random text sees the samples it always saw.
+        random_text = stage.random_text > 0 and rng.random() < stage.random_text
+        sample = make_sample(rng, level, random_text=random_text)
         examples.append(Example(sample.image, sample.markdown, level))
     return examples
 
 
-def held_out_examples(level: str, count: int) -> list[Example]:
+def held_out_examples(level: str, count: int, random_text: bool = False) -> list[Example]:
     """A fixed evaluation set for one level, disjoint from the training stream and the benchmark."""
     seeds = sample_seeds(HELD_OUT_START + LEVELS.index(level) * 2**20, count)
-    samples = [make_sample(seed, level) for seed in seeds]
+    samples = [make_sample(seed, level, random_text=random_text) for seed in seeds]
     return [Example(sample.image, sample.markdown, level) for sample in samples]
 
 

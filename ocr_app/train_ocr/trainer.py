@@ -75,6 +75,13 @@ def exported_weights(checkpoint: dict) -> dict[str, torch.Tensor]:
     return checkpoint["model"]
 
 
+def answer_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy over the answer tokens; logits [B, T, V], labels [B, T]."""
+    return torch.nn.functional.cross_entropy(
+        logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX
+    )
+
+
 def character_error_rate(hypotheses: list[str], references: list[str]) -> float:
     """Edit distance summed over samples, divided by the references' total length."""
     errors = sum(Levenshtein.distance(hyp, ref) for hyp, ref in zip(hypotheses, references))
@@ -228,9 +235,7 @@ class Trainer:
         labels = batch.pop("labels")  # [B, T]
         with self.autocast():
             logits = self.model(**batch).logits  # [B, T, V]
-        loss = torch.nn.functional.cross_entropy(
-            logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX
-        )
+        loss = answer_cross_entropy(logits, labels)
         ctc = (
             self.ctc_loss(batch["image_grid_thw"], training_batch.texts, training_batch.levels)
             if self.ctc_head is not None
@@ -244,6 +249,18 @@ class Trainer:
         if self.ema is not None:
             self.ema.update_parameters(self.model)
         return loss.item(), ctc.item()
+
+    def image_reliance(self, examples: list[Example]) -> tuple[float, float]:
+        """Teacher-forced answer loss (nats/token) of the evaluated weights with each example's own image,
+        and with the next example's image: a reader's gap is large; a model reciting likely text has none."""
+        others = [Example(examples[(i + 1) % len(examples)].image, example.text, example.level) for i, example in enumerate(examples)]
+        losses = []
+        for pairing in (examples, others):
+            batch = {name: tensor.to(self.device) for name, tensor in self.encoder.batch(pairing).items()}
+            labels = batch.pop("labels")  # [B, T]
+            with torch.inference_mode(), self.autocast():
+                losses.append(answer_cross_entropy(self.reader(**batch).logits, labels).item())
+        return losses[0], losses[1]
 
     def read(self, image, max_new_tokens: int) -> str:
         """Greedy text for one image, as the hf engine would produce it."""
