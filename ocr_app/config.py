@@ -112,7 +112,8 @@ def load_model_preset(spec: str | Path) -> ModelPreset:
 
     A model folder is read with the prompt and budget it was trained with when it
     carries them (`ocr_app.toml`, written by `ocr-train-ocr export`); otherwise
-    with those of the default preset.
+    with those of the default preset.  A preset whose `path` is such a folder
+    starts from the folder's keys and overrides what it names.
     """
     candidate = Path(spec)
     if candidate.is_dir():
@@ -126,8 +127,10 @@ def load_model_preset(spec: str | Path) -> ModelPreset:
     if not path.exists():
         known = sorted(p.stem for p in (configs_dir() / "models").glob("*.toml"))
         raise ConfigError(f"unknown model '{spec}': not a model folder nor a preset (presets: {', '.join(known)})")
-    data = _load_toml(path)
-    data.setdefault("name", path.stem)
+    data = {"name": path.stem, **_load_toml(path)}
+    folder_preset = PROJECT_ROOT / data.get("path", "") / FOLDER_PRESET_NAME
+    if "path" in data and folder_preset.exists():
+        data = {**_load_toml(folder_preset), **data}
     return _validate(ModelPreset, data, path)
 
 

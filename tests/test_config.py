@@ -41,6 +41,15 @@ def test_model_folder_with_its_own_preset_is_read_as_trained(tmp_path):
         load_model_preset(tmp_path)
 
 
+def test_a_preset_naming_such_a_folder_starts_from_its_keys(tmp_path):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / FOLDER_PRESET_NAME).write_text('prompt = "Metni yaz."\nmax_tokens = 99\n[pixels]\nmin_pixels = 4096\nmax_pixels = 65536\n')
+    (tmp_path / "mine.toml").write_text(f'path = "{model_dir}"\nmax_tokens = 7\n')
+    preset = load_model_preset(tmp_path / "mine.toml")
+    assert (preset.name, preset.prompt, preset.max_tokens, preset.pixels.max_pixels) == ("mine", "Metni yaz.", 7, 65536)
+
+
 def test_relative_paths_are_relative_to_project_root():
     assert load_model_preset("tiny-random").resolved_path() == PROJECT_ROOT / "build" / "tiny-random"
 
