@@ -77,6 +77,20 @@ def export(
         print(export_checkpoint(checkpoint, to))
 
 
+def _resumed_trainer(output: Path, threads: int, command: str, samples_per_level: int | None = None):
+    """A trainer holding the run's latest checkpoint with its own recipe, for measuring it."""
+    from ocr_app.train_ocr.trainer import CHECKPOINT_NAME, Trainer, checkpoint_config, load_checkpoint
+
+    checkpoint = output / CHECKPOINT_NAME
+    if not checkpoint.exists():
+        raise ConfigError(f"{checkpoint}: no such checkpoint; train first")
+    recipe = checkpoint_config(load_checkpoint(checkpoint), str(checkpoint))
+    evaluation = recipe.evaluation.model_copy(update={"samples_per_level": samples_per_level or recipe.evaluation.samples_per_level})
+    trainer = Trainer(recipe.model_copy(update={"threads": threads, "evaluation": evaluation}), output, command=command)
+    trainer.resume()
+    return trainer
+
+
 @app.command()
 def evaluate(
     output: Annotated[Path, typer.Option(help="run folder holding checkpoint.pt")],
@@ -87,16 +101,7 @@ def evaluate(
     """Greedy CER of the run's latest checkpoint on the held-out samples."""
     with report_errors():
         quiet_libraries()
-        from ocr_app.train_ocr.trainer import CHECKPOINT_NAME, Trainer, checkpoint_config, load_checkpoint
-
-        checkpoint = output / CHECKPOINT_NAME
-        if not checkpoint.exists():
-            raise ConfigError(f"{checkpoint}: no checkpoint to evaluate")
-        recipe = checkpoint_config(load_checkpoint(checkpoint), str(checkpoint))
-        evaluation = recipe.evaluation.model_copy(update={"samples_per_level": samples or recipe.evaluation.samples_per_level})
-        recipe = recipe.model_copy(update={"threads": threads, "evaluation": evaluation})
-        trainer = Trainer(recipe, output, command="evaluate")
-        trainer.resume()
+        trainer = _resumed_trainer(output, threads, "evaluate", samples)
         results = trainer.evaluate(level)
         print(f"step {trainer.state.step}: " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
 
@@ -114,20 +119,13 @@ def reliance(
         quiet_libraries()
         from ocr_app.synth import LEVELS
         from ocr_app.train_ocr.data import held_out_examples
-        from ocr_app.train_ocr.trainer import CHECKPOINT_NAME, Trainer, checkpoint_config, load_checkpoint
-
-        checkpoint = output / CHECKPOINT_NAME
-        if not checkpoint.exists():
-            raise ConfigError(f"{checkpoint}: no checkpoint to measure")
         if samples < 2:
             raise ConfigError("--samples: at least 2, so each answer has another sample's image to be read with")
         levels = level or ["line", "block"]
         unknown = sorted(set(levels) - set(LEVELS))
         if unknown:
             raise ConfigError(f"--level: unknown level(s) {', '.join(unknown)} (levels: {', '.join(LEVELS)})")
-        recipe = checkpoint_config(load_checkpoint(checkpoint), str(checkpoint)).model_copy(update={"threads": threads})
-        trainer = Trainer(recipe, output, command="reliance")
-        trainer.resume()
+        trainer = _resumed_trainer(output, threads, "reliance")
         print(f"step {trainer.state.step}: answer loss, nats/token (own image / another's)")
         for name in levels:
             for random_text in (False, True):
