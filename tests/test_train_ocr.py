@@ -22,7 +22,7 @@ from ocr_app.synth.text import SENTENCES
 from ocr_app.train_ocr.config import Stage, load_train_config, parse_train_config
 from ocr_app.train_ocr.data import HELD_OUT_START, Example, draw_examples, held_out_examples, sample_seeds
 from ocr_app.train_ocr.export import export_checkpoint
-from ocr_app.train_ocr.trainer import Budget, Trainer, checkpoint_config, load_checkpoint, train
+from ocr_app.train_ocr.trainer import Budget, CtcHead, Trainer, checkpoint_config, load_checkpoint, train
 
 SMALL_RECIPE = {
     "seed": 0,
@@ -71,6 +71,20 @@ def test_loss_falls(uninterrupted_run):
     assert losses[STEPS - 1] + losses[STEPS] < losses[1] + losses[2]
     (evaluation,) = [record for record in metrics(uninterrupted_run) if "cer_word" in record]
     assert evaluation["step"] == STEPS and evaluation["cer_word"] > 0
+
+
+def test_ctc_head_reads_a_placed_line_as_its_crop():
+    """Blank rows around a line leave its CTC frames as they are, once the head scores blank rows low."""
+    torch.manual_seed(0)
+    head = CtcHead(hidden_size=8, slots=2, vocab_size=5)
+    line = torch.randn(1, 6, 8)  # [H=1, W=6, D]: one row of visual tokens holding text
+    line[..., 0] = 1.0
+    with torch.no_grad():
+        head.row_score.weight.zero_()
+        head.row_score.weight[0, 0] = 30.0  # text rows score high on feature 0; blank (zero) rows do not
+    placed = torch.cat([torch.zeros(3, 6, 8), line, torch.zeros(4, 6, 8)])  # [H=8, W=6, D]
+    assert head(line).shape == (12, 5)
+    assert torch.allclose(head(placed), head(line), atol=1e-4)
 
 
 def test_resumed_run_continues_where_it_stopped(uninterrupted_run, tmp_path):

@@ -90,6 +90,27 @@ def character_error_rate(hypotheses: list[str], references: list[str]) -> float:
     return errors / max(1, sum(len(ref) for ref in references))
 
 
+class CtcHead(torch.nn.Module):
+    """CTC frames from a grid of visual tokens: each column pools its rows, then spells `slots` frames.
+
+    The pooling is learnt (softmax over a column's rows) rather than a mean:
+    a line drawn somewhere on a larger blank sheet fills one row in eight, and
+    a mean would drown it in blank rows.
+    """
+
+    def __init__(self, hidden_size: int, slots: int, vocab_size: int):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.row_score = torch.nn.Linear(hidden_size, 1)
+        self.spell = torch.nn.Linear(hidden_size, slots * vocab_size)
+
+    def forward(self, grid: torch.Tensor) -> torch.Tensor:
+        """grid [H, W, D] -> frame logits [W*slots, V]."""
+        row_weights = self.row_score(grid).softmax(0)  # [H, W, 1]
+        columns = (row_weights * grid).sum(0)  # [W, D]
+        return self.spell(columns).view(-1, self.vocab_size)
+
+
 class Trainer:
     def __init__(self, config: TrainConfig, output_dir: Path, command: str):
         self.config = config
@@ -129,10 +150,10 @@ class Trainer:
         if self.ema is not None:
             self.ema.module.load_state_dict(self.model.state_dict())
 
-    def _attach_ctc_head(self) -> torch.nn.Linear:
-        """A linear reader of visual-token columns, fed by a hook on the vision merger's output."""
+    def _attach_ctc_head(self) -> CtcHead:
+        """A reader of visual-token columns, fed by a hook on the vision merger's output."""
         text_config = self.model.config.text_config
-        head = torch.nn.Linear(text_config.hidden_size, self.config.ctc.slots_per_column * text_config.vocab_size)
+        head = CtcHead(text_config.hidden_size, self.config.ctc.slots_per_column, text_config.vocab_size)
         self.model.model.visual.merger.register_forward_hook(self._keep_visual_tokens)
         self.visual_tokens: torch.Tensor | None = None
         return head.to(self.device)
@@ -141,16 +162,14 @@ class Trainer:
         self.visual_tokens = output  # [sum over images of h*w/4, hidden], row-major per image
 
     def ctc_loss(self, grids: torch.Tensor, texts: tuple[str, ...], levels: tuple[str, ...]) -> torch.Tensor:
-        """CTC of each one-line image's text against its visual columns (rows averaged)."""
-        slots, vocab = self.config.ctc.slots_per_column, self.model.config.text_config.vocab_size
+        """CTC of each one-line image's text against its visual columns."""
         # Patches are merged 2x2: an image of h x w patches has h/2 x w/2 visual tokens.
         per_image = torch.split(self.visual_tokens, (grids.prod(-1) // 4).tolist())
         frames, targets = [], []
         for tokens, (_, height, width), text, level in zip(per_image, grids.tolist(), texts, levels):
             if level not in SINGLE_LINE_LEVELS:
                 continue
-            columns = tokens.view(height // 2, width // 2, -1).float().mean(0)  # [W, H]
-            frames.append(self.ctc_head(columns).view(width // 2 * slots, vocab))  # [W*slots, V]
+            frames.append(self.ctc_head(tokens.view(height // 2, width // 2, -1).float()))  # [W*slots, V]
             targets.append(torch.tensor(self.encoder.tokenizer(text, add_special_tokens=False).input_ids))
         if not frames:
             return torch.zeros((), device=self.device)
