@@ -22,7 +22,9 @@ from ocr_app.synth.text import SENTENCES
 from ocr_app.train_ocr.config import Stage, load_train_config, parse_train_config
 from ocr_app.train_ocr.data import HELD_OUT_START, Example, draw_examples, held_out_examples, sample_seeds
 from ocr_app.train_ocr.export import export_checkpoint
-from ocr_app.train_ocr.trainer import Budget, CtcHead, Trainer, checkpoint_config, load_checkpoint, train
+from ocr_app.train_ocr.trainer import (
+    Budget, CtcHead, Trainer, checkpoint_config, load_checkpoint, train, word_start_masks,
+)
 
 SMALL_RECIPE = {
     "seed": 0,
@@ -205,8 +207,20 @@ def test_reliance_compares_each_answer_with_its_own_image_and_another(uninterrup
     # With one image for all answers, "another sample's image" is the same image: no gap.
     same_image = [Example(examples[0].image, example.text, example.level) for example in examples]
     assert trainer.image_reliance(same_image)[0] == pytest.approx(trainer.image_reliance(same_image)[1])
+    first, later = trainer.word_start_losses(held_out_examples("line", 3, random_text=True))
+    assert first > 0 and later > 0
     result = subprocess.run(
         [sys.executable, "-m", "ocr_app.cli.train_ocr", "reliance", "--output", str(uninterrupted_run),
          "--level", "paragraph"], cwd=PROJECT_ROOT, capture_output=True, text=True,
     )
     assert result.returncode != 0 and "unknown level(s) paragraph" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_word_start_masks_mark_the_first_letter_of_each_word():
+    space, ignored = 9, -100
+    # A prompt of two tokens, then the answer "ab cd e" (a=1, b=2, c=3, d=4, e=5) and <|im_end|> (7).
+    labels = torch.tensor([[ignored, ignored, 1, 2, space, 3, 4, space, 5, 7]])
+    first, later = word_start_masks(labels, space)
+    targets = labels[:, 1:]
+    assert targets[first].tolist() == [1]
+    assert targets[later].tolist() == [3, 5]

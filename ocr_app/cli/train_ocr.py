@@ -132,6 +132,9 @@ def reliance(
                 right, wrong = trainer.image_reliance(held_out_examples(name, samples, random_text))
                 text = "random words" if random_text else "stock text"
                 print(f"{name:6} {text:12} {right:.3f} / {wrong:.3f}  gap {wrong - right:.3f}")
+            if name != "word":
+                first, later = trainer.word_start_losses(held_out_examples(name, samples, random_text=True))
+                print(f"{name:6} random words, loss at a word's first letter: first word {first:.3f}, later words {later:.3f}")
 
 
 def main() -> None:

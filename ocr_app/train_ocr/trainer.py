@@ -84,6 +84,14 @@ def answer_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Te
     )
 
 
+def word_start_masks(labels: torch.Tensor, space_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which next-token targets begin the answer's first word, and which begin a later word; labels [B, T],
+    both masks [B, T-1] like the targets of `answer_cross_entropy`."""
+    targets, previous = labels[:, 1:], labels[:, :-1]
+    is_answer = (targets != IGNORE_INDEX) & (targets != space_id)
+    return is_answer & (previous == IGNORE_INDEX), is_answer & (previous == space_id)
+
+
 def character_error_rate(hypotheses: list[str], references: list[str]) -> float:
     """Edit distance summed over samples, divided by the references' total length."""
     errors = sum(Levenshtein.distance(hyp, ref) for hyp, ref in zip(hypotheses, references))
@@ -283,6 +291,22 @@ class Trainer:
             with torch.inference_mode(), self.autocast():
                 losses.append(answer_cross_entropy(self.reader(**batch).logits, labels).item())
         return losses[0], losses[1]
+
+    def word_start_losses(self, examples: list[Example]) -> tuple[float, float]:
+        """Mean answer loss (nats) at the first letter of the first word and of the later words, own image.
+
+        Words drawn independently are unpredictable from their letters before:
+        a reader pays as little at a later word's start as at the first one,
+        a model that reads the line's start and then recites pays far more.
+        """
+        batch = {name: tensor.to(self.device) for name, tensor in self.encoder.batch(examples).items()}
+        labels = batch.pop("labels")  # [B, T]
+        with torch.inference_mode(), self.autocast():
+            logits = self.reader(**batch).logits[:, :-1].float()  # [B, T-1, V]
+        targets = labels[:, 1:].clamp(min=0)  # [B, T-1]; ignored positions are masked out below
+        losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # [B, T-1]
+        first, later = word_start_masks(labels, self.encoder.tokenizer.convert_tokens_to_ids("Ġ"))
+        return losses[first].mean().item(), losses[later].mean().item()
 
     def read(self, image, max_new_tokens: int) -> str:
         """Greedy text for one image, as the hf engine would produce it."""
