@@ -71,6 +71,9 @@ class TrainConfig(_Strict):
     bf16: bool = True
     # Processes rendering batches ahead of the trainer (0: in the training process); they change no result.
     data_workers: int = 0
+    # Most tokens (padded) in one forward pass; a step's batch is cut into micro-batches of like lengths
+    # whose gradients add up to the batch's (0: the whole batch at once).  Speed only, not the math.
+    micro_batch_tokens: int = Field(default=0, ge=0)
     prompt: str
     # Characters that get one token each; anything else is spelled in bytes.
     characters: str

@@ -77,10 +77,10 @@ def exported_weights(checkpoint: dict) -> dict[str, torch.Tensor]:
     return checkpoint["model"]
 
 
-def answer_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy over the answer tokens; logits [B, T, V], labels [B, T]."""
+def answer_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """Next-token cross-entropy over the answer tokens (their mean, or sum); logits [B, T, V], labels [B, T]."""
     return torch.nn.functional.cross_entropy(
-        logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX
+        logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX, reduction=reduction
     )
 
 
@@ -170,7 +170,7 @@ class Trainer:
         self.visual_tokens = output  # [sum over images of h*w/4, hidden], row-major per image
 
     def ctc_loss(self, grids: torch.Tensor, texts: tuple[str, ...], levels: tuple[str, ...]) -> torch.Tensor:
-        """CTC of each one-line image's text against its visual columns."""
+        """CTC of each one-line image's text against its visual columns, per target token, summed over images."""
         # Patches are merged 2x2: an image of h x w patches has h/2 x w/2 visual tokens.
         per_image = torch.split(self.visual_tokens, (grids.prod(-1) // 4).tolist())
         frames, targets = [], []
@@ -182,14 +182,17 @@ class Trainer:
         if not frames:
             return torch.zeros((), device=self.device)
         log_probs = torch.nn.utils.rnn.pad_sequence(frames).log_softmax(-1)  # [T, B', V]
-        return torch.nn.functional.ctc_loss(
+        target_lengths = torch.tensor([len(t) for t in targets])
+        per_image = torch.nn.functional.ctc_loss(
             log_probs,
             torch.cat(targets).to(self.device),
             torch.tensor([len(f) for f in frames]),
-            torch.tensor([len(t) for t in targets]),
+            target_lengths,
             blank=self.encoder.pad_id,
+            reduction="none",
             zero_infinity=True,
-        )
+        )  # [B']
+        return (per_image / target_lengths.clamp(min=1).to(per_image)).sum()
 
     @property
     def checkpoint_path(self) -> Path:
@@ -260,25 +263,38 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
 
     def train_step(self, training_batch: TrainingBatch) -> tuple[float, float]:
-        """One optimizer step; (answer cross-entropy, CTC loss or 0)."""
-        batch = {name: tensor.to(self.device) for name, tensor in training_batch.inputs.items()}
-        labels = batch.pop("labels")  # [B, T]
-        with self.autocast():
-            logits = self.model(**batch).logits  # [B, T, V]
-        loss = answer_cross_entropy(logits, labels)
-        ctc = (
-            self.ctc_loss(batch["image_grid_thw"], training_batch.texts, training_batch.levels)
-            if self.ctc_head is not None
-            else torch.zeros(())
-        )
-        (loss + self.config.ctc.weight * ctc).backward()
+        """One optimizer step; (answer cross-entropy, CTC loss or 0) as in `accumulate_gradients`."""
+        losses = self.accumulate_gradients(training_batch)
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optimizer.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.ema is not None:
             self.ema.update_parameters(self.model)
-        return loss.item(), ctc.item()
+        return losses
+
+    def accumulate_gradients(self, training_batch: TrainingBatch) -> tuple[float, float]:
+        """Backward over the batch's micro-batches; (answer cross-entropy, CTC loss or 0), both the batch's
+        means: per answer token, and per one-line image of its target's length."""
+        micro_batches = training_batch.micro_batches
+        answer_tokens = sum(int((micro.inputs["labels"][:, 1:] != IGNORE_INDEX).sum()) for micro in micro_batches)
+        line_images = sum(level in SINGLE_LINE_LEVELS for micro in micro_batches for level in micro.levels)
+        loss_total = ctc_total = 0.0
+        for micro in micro_batches:
+            batch = {name: tensor.to(self.device) for name, tensor in micro.inputs.items()}
+            labels = batch.pop("labels")  # [b, T]
+            with self.autocast():
+                logits = self.model(**batch).logits  # [b, T, V]
+            loss = answer_cross_entropy(logits, labels, reduction="sum") / answer_tokens
+            ctc = (
+                self.ctc_loss(batch["image_grid_thw"], micro.texts, micro.levels) / max(1, line_images)
+                if self.ctc_head is not None
+                else torch.zeros(())
+            )
+            (loss + self.config.ctc.weight * ctc).backward()
+            loss_total += loss.item()
+            ctc_total += ctc.item()
+        return loss_total, ctc_total
 
     def image_reliance(self, examples: list[Example]) -> tuple[float, float]:
         """Teacher-forced answer loss (nats/token) of the evaluated weights with each example's own image,
@@ -360,7 +376,9 @@ class Trainer:
         previous_handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         recent_losses: list[tuple[float, float]] = []
         progress = tqdm(total=budget.max_steps, initial=self.state.step, unit="step", mininterval=30, dynamic_ncols=True)
-        stream = BatchStream(self.encoder, self.output_dir / "processor", config.prompt, config.data_workers)
+        stream = BatchStream(
+            self.encoder, self.output_dir / "processor", config.prompt, config.data_workers, config.micro_batch_tokens
+        )
         batches = stream.batches(self._plan())
         try:
             while not self._budget_spent(budget, started):
