@@ -183,7 +183,7 @@ class Trainer:
             return torch.zeros((), device=self.device)
         log_probs = torch.nn.utils.rnn.pad_sequence(frames).log_softmax(-1)  # [T, B', V]
         target_lengths = torch.tensor([len(t) for t in targets])
-        per_image = torch.nn.functional.ctc_loss(
+        per_line = torch.nn.functional.ctc_loss(
             log_probs,
             torch.cat(targets).to(self.device),
             torch.tensor([len(f) for f in frames]),
@@ -192,7 +192,7 @@ class Trainer:
             reduction="none",
             zero_infinity=True,
         )  # [B']
-        return (per_image / target_lengths.clamp(min=1).to(per_image)).sum()
+        return (per_line / target_lengths.clamp(min=1).to(per_line)).sum()
 
     @property
     def checkpoint_path(self) -> Path:
