@@ -110,6 +110,19 @@ def test_resumed_run_continues_where_it_stopped(uninterrupted_run, tmp_path):
         assert torch.allclose(resumed_ema[name].float(), tensor.float(), atol=1e-5), name
 
 
+def test_resuming_with_another_average_decay_restarts_the_average(uninterrupted_run, tmp_path):
+    checkpoint = load_checkpoint(uninterrupted_run / "checkpoint.pt")
+    (tmp_path / "checkpoint.pt").write_bytes((uninterrupted_run / "checkpoint.pt").read_bytes())
+    same = Trainer(parse_train_config(SMALL_RECIPE, "test"), tmp_path, command="test")
+    same.resume()
+    assert torch.equal(same.ema.module.lm_head.weight, checkpoint["ema"]["module.lm_head.weight"])
+    assert not torch.equal(same.ema.module.lm_head.weight, same.model.lm_head.weight)
+    recipe = {**SMALL_RECIPE, "optimizer": {**SMALL_RECIPE["optimizer"], "ema_decay": 0.9}}
+    other = Trainer(parse_train_config(recipe, "test"), tmp_path, command="test")
+    other.resume()
+    assert torch.equal(other.ema.module.lm_head.weight, other.model.lm_head.weight)
+
+
 def test_evaluate_command_reads_held_out_samples(uninterrupted_run):
     result = subprocess.run(
         [sys.executable, "-m", "ocr_app.cli.train_ocr", "evaluate", "--output", str(uninterrupted_run),

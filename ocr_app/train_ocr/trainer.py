@@ -210,7 +210,8 @@ class Trainer:
                 "resume with its own recipe (no --config) or use a new --output"
             )
         self.model.load_state_dict(checkpoint["model"])
-        if self.ema is not None and checkpoint.get("ema"):
+        # An average kept with another decay is not this recipe's average: it starts anew from the weights.
+        if self.ema is not None and checkpoint.get("ema") and saved.optimizer.ema_decay == self.config.optimizer.ema_decay:
             self.ema.load_state_dict(checkpoint["ema"])
         else:
             self._restart_ema()
