@@ -78,7 +78,8 @@ def exported_weights(checkpoint: dict) -> dict[str, torch.Tensor]:
 
 
 def answer_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-    """Next-token cross-entropy over the answer tokens (their mean, or sum); logits [B, T, V], labels [B, T]."""
+    """Next-token cross-entropy over the answer tokens: their mean, their sum, or "none" (per position, 0 where
+    ignored); logits [B, T, V], labels [B, T]."""
     return torch.nn.functional.cross_entropy(
         logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX, reduction=reduction
     )
@@ -319,9 +320,8 @@ class Trainer:
         batch = {name: tensor.to(self.device) for name, tensor in self.encoder.batch(examples).items()}
         labels = batch.pop("labels")  # [B, T]
         with torch.inference_mode(), self.autocast():
-            logits = self.reader(**batch).logits[:, :-1].float()  # [B, T-1, V]
-        targets = labels[:, 1:].clamp(min=0)  # [B, T-1]; ignored positions are masked out below
-        losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # [B, T-1]
+            logits = self.reader(**batch).logits  # [B, T, V]
+        losses = answer_cross_entropy(logits, labels, reduction="none").view(labels[:, 1:].shape)  # [B, T-1]
         first, later = word_start_masks(labels, self.encoder.tokenizer.convert_tokens_to_ids("Ġ"))
         return losses[first].mean().item(), losses[later].mean().item()
 
