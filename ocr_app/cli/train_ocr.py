@@ -84,10 +84,11 @@ def _resumed_trainer(output: Path, threads: int, command: str, samples_per_level
     checkpoint = output / CHECKPOINT_NAME
     if not checkpoint.exists():
         raise ConfigError(f"{checkpoint}: no such checkpoint; train first")
-    recipe = checkpoint_config(load_checkpoint(checkpoint), str(checkpoint))
+    saved = load_checkpoint(checkpoint)
+    recipe = checkpoint_config(saved, str(checkpoint))
     evaluation = recipe.evaluation.model_copy(update={"samples_per_level": samples_per_level or recipe.evaluation.samples_per_level})
     trainer = Trainer(recipe.model_copy(update={"threads": threads, "evaluation": evaluation}), output, command=command)
-    trainer.resume()
+    trainer.resume(saved)
     return trainer
 
 

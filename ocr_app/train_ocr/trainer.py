@@ -199,11 +199,13 @@ class Trainer:
     def checkpoint_path(self) -> Path:
         return self.output_dir / CHECKPOINT_NAME
 
-    def resume(self) -> bool:
-        """Load the checkpoint in the output folder if there is one; False for a fresh run."""
-        if not self.checkpoint_path.exists():
-            return False
-        checkpoint = load_checkpoint(self.checkpoint_path)
+    def resume(self, checkpoint: dict | None = None) -> bool:
+        """Load the checkpoint in the output folder if there is one (or `checkpoint`, that folder's checkpoint
+        already loaded by the caller); False for a fresh run."""
+        if checkpoint is None:
+            if not self.checkpoint_path.exists():
+                return False
+            checkpoint = load_checkpoint(self.checkpoint_path)
         saved = checkpoint_config(checkpoint, str(self.checkpoint_path))
         if saved.architecture() != self.config.architecture():
             raise ConfigError(
@@ -261,6 +263,9 @@ class Trainer:
         with open(self.output_dir / METRICS_NAME, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 
+    def on_device(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {name: tensor.to(self.device) for name, tensor in inputs.items()}
+
     def autocast(self):
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
 
@@ -283,7 +288,7 @@ class Trainer:
         line_images = sum(level in SINGLE_LINE_LEVELS for micro in micro_batches for level in micro.levels)
         loss_total = ctc_total = 0.0
         for micro in micro_batches:
-            batch = {name: tensor.to(self.device) for name, tensor in micro.inputs.items()}
+            batch = self.on_device(micro.inputs)
             labels = batch.pop("labels")  # [b, T]
             with self.autocast():
                 logits = self.model(**batch).logits  # [b, T, V]
@@ -304,7 +309,7 @@ class Trainer:
         others = [Example(examples[(i + 1) % len(examples)].image, example.text, example.level) for i, example in enumerate(examples)]
         losses = []
         for pairing in (examples, others):
-            batch = {name: tensor.to(self.device) for name, tensor in self.encoder.batch(pairing).items()}
+            batch = self.on_device(self.encoder.batch(pairing))
             labels = batch.pop("labels")  # [B, T]
             with torch.inference_mode(), self.autocast():
                 losses.append(answer_cross_entropy(self.reader(**batch).logits, labels).item())
@@ -317,7 +322,7 @@ class Trainer:
         a reader pays as little at a later word's start as at the first one,
         a model that reads the line's start and then recites pays far more.
         """
-        batch = {name: tensor.to(self.device) for name, tensor in self.encoder.batch(examples).items()}
+        batch = self.on_device(self.encoder.batch(examples))
         labels = batch.pop("labels")  # [B, T]
         with torch.inference_mode(), self.autocast():
             logits = self.reader(**batch).logits  # [B, T, V]
@@ -327,7 +332,7 @@ class Trainer:
 
     def read(self, image, max_new_tokens: int) -> str:
         """Greedy text for one image, as the hf engine would produce it."""
-        inputs = {name: tensor.to(self.device) for name, tensor in self.encoder.prompt_inputs(image).items()}
+        inputs = self.on_device(self.encoder.prompt_inputs(image))
         prompt_tokens = inputs["input_ids"].shape[1]
         with torch.inference_mode(), self.autocast():
             output = self.reader.generate(
