@@ -66,6 +66,23 @@ class RetryPreset(_Strict):
     seed: int = 0
 
 
+class RegionSplit(_Strict):
+    """How a page is cut into bands of text lines for a model that reads blocks (`ocr_app.regions`).
+
+    Pixels are the page's as the model gets it (fitted to the pixel budget).
+    """
+
+    max_height: int = 320  # rows of ink: a band taller than this is cut, where a blank run allows
+    min_gap: int = 4  # blank rows a cut needs
+    margin: int = 40  # rows of paper kept above and below a band's ink
+
+    @model_validator(mode="after")
+    def _positive(self) -> RegionSplit:
+        if self.max_height < 32 or self.min_gap < 1 or self.margin < 0:
+            raise ValueError("need max_height >= 32, min_gap >= 1 and margin >= 0")
+        return self
+
+
 class ModelPreset(_Strict):
     name: str
     path: Path
@@ -77,6 +94,8 @@ class ModelPreset(_Strict):
     # Per-mode draft counts for this model; missing modes use configs/modes.toml.
     drafts: dict[ModeName, int] = {}
     retry: RetryPreset = RetryPreset()
+    # Set for a model trained on blocks, not whole pages: each page is read as bands of lines.
+    regions: RegionSplit | None = None
 
     def resolved_path(self) -> Path:
         return self.path if self.path.is_absolute() else PROJECT_ROOT / self.path

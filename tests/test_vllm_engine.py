@@ -8,10 +8,12 @@ from tests.vllm_support import assert_same_greedy_output, next_token_logits, sam
 
 use_test_env()
 
+from ocr_app.config import RegionSplit  # noqa: E402
 from ocr_app.engines import GenerationSettings  # noqa: E402
 from ocr_app.engines.spec_counters import difference  # noqa: E402
 from ocr_app.engines.vllm import VllmEngine, default_cpu_kv_cache_gib  # noqa: E402
 from ocr_app.metrics import SpecDecodingStats  # noqa: E402
+from ocr_app.regions import ReadByRegions, split_page  # noqa: E402
 
 pytestmark = pytest.mark.slow
 DRAFTS = 3
@@ -69,6 +71,20 @@ def test_bulk_keeps_concurrency_and_page_counters_add_up_to_engine_counters(engi
     # Batching does not change what one page reads.
     alone = engine.read(pages[1], SETTINGS)
     assert all(page.token_ids == alone.token_ids for key, page in results if key % len(pages) == 1)
+
+
+def test_pages_read_by_regions_in_bulk_read_as_alone(engine, pages):
+    # Low bands: each sample page is several, and bands of different pages are in flight together.
+    by_regions = ReadByRegions(engine, RegionSplit(max_height=48, margin=8))
+    assert all(len(split_page(image, by_regions.split)) > 2 for image in pages)
+    before = engine.spec_totals()
+    in_bulk = dict(by_regions.read_many(enumerate(pages), SETTINGS, concurrency=4))
+    merged = SpecDecodingStats()
+    for key, image in enumerate(pages):
+        merged.merge(in_bulk[key].metrics.spec)
+    assert difference(engine.spec_totals(), before) == merged
+    for key, image in enumerate(pages):
+        assert in_bulk[key].token_ids == by_regions.read(image, SETTINGS).token_ids
 
 
 def test_drafts_change_no_greedy_text(engine, pages, hf_engine):

@@ -71,8 +71,10 @@ def make_engine(name: str, model: ModelPreset, drafts: int = 0, servers: tuple[s
 
     `drafts` is the K the engine starts with (vLLM fixes it at start);
     `servers` sends pages to running `vllm serve` endpoints instead.  Every
-    engine is wrapped so that pages stuck in a repetition loop are read again.
+    engine is wrapped so that pages stuck in a repetition loop are read again,
+    and, for a model whose preset has `regions`, so that a page is read as bands.
     """
+    from ocr_app.regions import ReadByRegions
     from ocr_app.repetition import RetryDegenerate
 
     if servers and name != "vllm":
@@ -91,4 +93,5 @@ def make_engine(name: str, model: ModelPreset, drafts: int = 0, servers: tuple[s
         engine = VllmEngine(model, drafts)
     else:
         raise ConfigError(f"unknown engine '{name}' (engines: {', '.join(ENGINE_NAMES)})")
-    return RetryDegenerate(engine, model.retry)
+    engine = RetryDegenerate(engine, model.retry)
+    return ReadByRegions(engine, model.regions) if model.regions is not None else engine

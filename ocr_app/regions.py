@@ -1,0 +1,161 @@
+"""Regions: a page cut into bands of whole text lines, for a model that reads blocks rather than pages.
+
+A small model trained on blocks (a few paragraphs, a table: a few hundred
+pixels high) reads a page best one block at a time.  The cuts follow the
+classic X-Y cut, on rows only: while a band is taller than `max_height`, it is
+cut in the middle of its widest blank run (at least `min_gap` rows without
+ink), so blocks part at the space between them before a paragraph parts
+between its lines, and no cut ever crosses ink.  A band with no such run stays
+whole, however tall.  Each band is read as its own image; the page's text is
+the bands' texts in reading order, a blank line apart.
+
+`ReadByRegions` wraps any engine so: `read` reads the bands one after another
+(streamed, with the blank line between them), `read_many` puts every band of
+every page in flight and hands back a page once its last band is read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from ocr_app.config import RegionSplit
+from ocr_app.engines import Engine, GenerationSettings, Key, PageText, TextCallback
+from ocr_app.metrics import PageMetrics, SpecDecodingStats
+
+SEPARATOR = "\n\n"
+# Ink is darker than the paper by this much (of 255); scan noise (sigma <= 14) stays well under it.
+INK_CONTRAST = 80
+# A row holds ink when more than this share of its pixels do: a few noise specks keep a row blank.
+INK_SHARE = 0.002
+
+
+def ink_rows(image: Image.Image) -> np.ndarray:
+    """[H] bool: the rows of `image` that hold ink."""
+    gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
+    paper = int(np.median(gray))
+    ink = gray < paper - INK_CONTRAST  # [H, W]
+    return ink.sum(axis=1) > INK_SHARE * gray.shape[1]
+
+
+def blank_runs(inked: np.ndarray) -> list[tuple[int, int]]:
+    """(start, end) of each run of blank rows in `inked` ([H] bool), end exclusive."""
+    blank = np.concatenate(([False], ~inked, [False]))
+    changes = np.flatnonzero(blank[1:] != blank[:-1])  # starts and ends alternate
+    return [(int(start), int(end)) for start, end in zip(changes[::2], changes[1::2])]
+
+
+def band_cuts(inked: np.ndarray, top: int, bottom: int, split: RegionSplit) -> list[int]:
+    """Rows at which to cut rows top..bottom-1 of a page so that each band is at most `split.max_height`
+    high where blank runs allow; the widest run is cut first, in its middle."""
+    if bottom - top <= split.max_height:
+        return []
+    inner = [(start, end) for start, end in blank_runs(inked[top:bottom]) if start > 0 and end < bottom - top]
+    wide = [(start, end) for start, end in inner if end - start >= split.min_gap]
+    if not wide:
+        return []
+    middle = (bottom - top) / 2
+    # Widest first; between equals, the one nearer the middle gives the more even halves.
+    start, end = max(wide, key=lambda run: (run[1] - run[0], -abs((run[0] + run[1]) / 2 - middle)))
+    cut = top + (start + end) // 2
+    return band_cuts(inked, top, cut, split) + [cut] + band_cuts(inked, cut, bottom, split)
+
+
+def band_rows(image: Image.Image, split: RegionSplit) -> list[tuple[int, int]]:
+    """(first, end) rows of each band's ink, top to bottom, end exclusive; none for a page without ink."""
+    inked = ink_rows(image)
+    rows = np.flatnonzero(inked)
+    if rows.size == 0:
+        return []
+    edges = [int(rows[0]), *band_cuts(inked, int(rows[0]), int(rows[-1]) + 1, split), int(rows[-1]) + 1]
+    bands = []
+    for top, bottom in zip(edges, edges[1:]):
+        band_ink = np.flatnonzero(inked[top:bottom])
+        bands.append((top + int(band_ink[0]), top + int(band_ink[-1]) + 1))
+    return bands
+
+
+def split_page(image: Image.Image, split: RegionSplit) -> list[Image.Image]:
+    """The page's bands, each with `split.margin` rows of paper above and below its ink, as the blocks
+    the model was trained on have.  A page without ink is one band: the whole page, so the model still sees it."""
+    rows = band_rows(image, split)
+    if not rows:
+        return [image]
+    paper = tuple(int(v) for v in np.median(np.asarray(image).reshape(-1, 3), axis=0))
+    return [
+        ImageOps.expand(image.crop((0, top, image.width, bottom)), border=(0, split.margin, 0, split.margin), fill=paper)
+        for top, bottom in rows
+    ]
+
+
+def join_regions(regions: list[PageText], wall_s: float) -> PageText:
+    """One page from its bands' readings, in order; `wall_s` is the page's, from its first band to its last."""
+    specs = [region.metrics.spec for region in regions if region.metrics.spec is not None]
+    spec = None
+    if specs:
+        spec = SpecDecodingStats()
+        for region_spec in specs:
+            spec.merge(region_spec)
+    metrics = PageMetrics(
+        prompt_tokens=sum(region.metrics.prompt_tokens for region in regions),
+        output_tokens=sum(region.metrics.output_tokens for region in regions),
+        wall_s=wall_s,
+        finish_reason="length" if any(r.metrics.finish_reason == "length" for r in regions) else "stop",
+        drafts=regions[0].metrics.drafts,
+        spec=spec,
+        retried=any(region.metrics.retried for region in regions),
+    )
+    return PageText(
+        text=SEPARATOR.join(region.text for region in regions),
+        token_ids=tuple(token for region in regions for token in region.token_ids),
+        metrics=metrics,
+    )
+
+
+class ReadByRegions:
+    """Wraps any engine: each page is read as the bands `split_page` cuts it into."""
+
+    def __init__(self, engine: Engine, split: RegionSplit):
+        self.engine = engine
+        self.split = split
+        self.name = engine.name
+
+    def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
+        started = time.perf_counter()
+        regions = []
+        for index, band in enumerate(split_page(image, self.split)):
+            if index and on_text is not None:
+                on_text(SEPARATOR)
+            regions.append(self.engine.read(band, settings, on_text))
+        return join_regions(regions, time.perf_counter() - started)
+
+    def read_many(
+        self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
+    ) -> Iterator[tuple[Key, PageText]]:
+        """Every band of every page in flight, up to `concurrency` bands at once; a page comes back
+        when its last band is read."""
+        readings: dict[Key, list[PageText | None]] = {}
+        started: dict[Key, float] = {}
+
+        def bands() -> Iterator[tuple[tuple[Key, int], Image.Image]]:
+            for key, image in pages:
+                page_bands = split_page(image, self.split)
+                readings[key] = [None] * len(page_bands)
+                started[key] = time.perf_counter()
+                for index, band in enumerate(page_bands):
+                    yield (key, index), band
+
+        for (key, index), region in self.engine.read_many(bands(), settings, concurrency):
+            readings[key][index] = region
+            if all(reading is not None for reading in readings[key]):
+                yield key, join_regions(readings.pop(key), time.perf_counter() - started.pop(key))
+
+    def __getattr__(self, name: str):
+        # Anything else an engine offers (e.g. `spec_totals`, `drafts`) is the wrapped engine's.
+        return getattr(self.engine, name)
+
+    def close(self) -> None:
+        self.engine.close()

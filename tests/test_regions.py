@@ -1,0 +1,78 @@
+"""Regions: pages cut into bands at blank rows only, and read band by band with the same text either way."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from ocr_app.config import RegionSplit
+from ocr_app.engines import GenerationSettings
+from ocr_app.regions import SEPARATOR, ReadByRegions, band_rows, ink_rows, split_page
+from ocr_app.synth import make_sample, training_seeds
+
+SPLIT = RegionSplit()
+
+
+def _synthetic_page(index: int, degradation: str = "clean") -> Image.Image:
+    seed = next(training_seeds(index))
+    return make_sample(random.Random(seed), "page", kind="letter", degradation=degradation).image
+
+
+@pytest.mark.parametrize("degradation", ["clean", "scan"])
+def test_bands_hold_every_inked_row_and_cuts_cross_no_ink(degradation):
+    page = _synthetic_page(3, degradation)
+    inked = ink_rows(page)
+    rows = band_rows(page, SPLIT)
+    assert len(rows) > 1  # a letter page is taller than one band
+    covered = np.zeros_like(inked)
+    for (top, bottom), (next_top, _) in zip(rows, rows[1:] + [(page.height, page.height)]):
+        assert inked[top] and inked[bottom - 1]  # a band starts and ends at ink
+        assert not inked[bottom:next_top].any() and next_top - bottom >= SPLIT.min_gap
+        covered[top:bottom] = True
+    assert (covered | ~inked).all()
+
+
+def test_a_band_is_cut_only_where_it_is_too_tall():
+    page = _synthetic_page(3)
+    for top, bottom in band_rows(page, SPLIT):
+        if bottom - top > SPLIT.max_height:  # allowed only with no blank run wide enough inside
+            inside = ink_rows(page)[top:bottom]
+            assert not any(
+                (~inside[i : i + SPLIT.min_gap]).all() for i in range(1, bottom - top - SPLIT.min_gap)
+            )
+    whole = band_rows(page, RegionSplit(max_height=page.height))
+    assert len(whole) == 1
+
+
+def test_ink_without_blank_rows_stays_one_band_and_blank_pages_are_read_whole():
+    page = Image.new("RGB", (400, 1000), (250, 250, 250))
+    ImageDraw.Draw(page).rectangle((50, 100, 350, 800), outline=(20, 20, 20), width=3)  # a tall table frame
+    [(top, bottom)] = band_rows(page, SPLIT)
+    assert (top, bottom) == (100, 801)
+    [band] = split_page(page, SPLIT)
+    assert band.size == (400, 701 + 2 * SPLIT.margin)
+    blank = Image.new("RGB", (400, 600), (255, 255, 255))
+    assert split_page(blank, SPLIT) == [blank]
+
+
+def test_reading_by_regions_is_reading_each_band(hf_engine):
+    page = _synthetic_page(5)
+    bands = split_page(page, SPLIT)
+    settings = GenerationSettings(max_tokens=8)
+    one_by_one = [hf_engine.read(band, settings) for band in bands]
+    engine = ReadByRegions(hf_engine, SPLIT)
+    pieces: list[str] = []
+    joined = engine.read(page, settings, on_text=pieces.append)
+    assert joined.text == SEPARATOR.join(region.text for region in one_by_one) == "".join(pieces)
+    assert joined.token_ids == tuple(token for region in one_by_one for token in region.token_ids)
+    assert joined.metrics.output_tokens == sum(region.metrics.output_tokens for region in one_by_one)
+    assert joined.metrics.prompt_tokens == sum(region.metrics.prompt_tokens for region in one_by_one)
+
+    pages = [("a", page), ("b", _synthetic_page(6)), ("c", Image.new("RGB", (200, 200), (255, 255, 255)))]
+    in_bulk = dict(engine.read_many(pages, settings, concurrency=4))
+    assert sorted(in_bulk) == ["a", "b", "c"]
+    for key, image in pages:
+        assert in_bulk[key].text == engine.read(image, settings).text
