@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from transformers import Qwen3_5Config
 
 from ocr_app.checkpoint import inspect_mtp_head
-from ocr_app.config import PROJECT_ROOT, load_model_preset
+from ocr_app.config import FOLDER_PRESET_NAME, PROJECT_ROOT, RegionSplit, load_model_preset
 from ocr_app.engines import GenerationSettings, make_engine
 from ocr_app.errors import ConfigError
 from ocr_app.synth import BENCHMARK_SEEDS, is_benchmark_seed, make_sample
@@ -23,7 +23,7 @@ from ocr_app.train_ocr.config import Stage, load_train_config, parse_train_confi
 from ocr_app.train_ocr.data import (
     HELD_OUT_START, Example, draw_examples, held_out_examples, sample_seeds, token_budget_groups,
 )
-from ocr_app.train_ocr.export import export_checkpoint
+from ocr_app.train_ocr.export import export_checkpoint, folder_preset
 from ocr_app.train_ocr.trainer import (
     Budget, CtcHead, Trainer, checkpoint_config, load_checkpoint, train, word_start_masks,
 )
@@ -161,6 +161,15 @@ def test_export_is_a_model_folder_the_engine_reads(uninterrupted_run, tmp_path):
     engine = make_engine("hf", preset.model_copy(update={"max_tokens": 4}))
     page = engine.read(make_sample(0, "word").image, GenerationSettings(max_tokens=4))
     assert 0 < page.metrics.output_tokens <= 4
+
+
+def test_the_recipes_regions_reach_the_exported_folders_preset(tmp_path):
+    for regions, expected in ((None, None), ({"max_height": 64, "margin": 12}, RegionSplit(max_height=64, margin=12))):
+        recipe = {**SMALL_RECIPE, "regions": regions} if regions else SMALL_RECIPE
+        folder = tmp_path / str(bool(regions))
+        folder.mkdir()
+        (folder / FOLDER_PRESET_NAME).write_text(folder_preset(parse_train_config(recipe, "test")), encoding="utf-8")
+        assert load_model_preset(str(folder)).regions == expected
 
 
 def test_warm_start_continues_from_an_exported_model(uninterrupted_run, tmp_path):

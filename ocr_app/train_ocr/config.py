@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ocr_app.config import RegionSplit
 from ocr_app.errors import ConfigError
 from ocr_app.synth import LEVELS
 from ocr_app.testing.tiny_model import TinySizes
@@ -83,6 +84,9 @@ class TrainConfig(_Strict):
     evaluation: Evaluation = Evaluation()
     ctc: Ctc = Ctc()
     stages: tuple[Stage, ...]
+    # How the exported model reads a page (its folder preset's `[regions]`): as bands no taller than the
+    # blocks it was trained on; None reads whole pages.  Inference only: it changes no weight.
+    regions: RegionSplit | None = None
     log_every_steps: int = 10
     checkpoint_every_steps: int = 200
     checkpoint_every_minutes: float = 10.0

@@ -48,7 +48,15 @@ def export_checkpoint(checkpoint_path: Path, out_dir: Path) -> Path:
 
 
 def folder_preset(config) -> str:
-    """The prompt and pixel budget the model was trained with, so `--model FOLDER` reads as training did."""
+    """The prompt and pixel budget the model was trained with, so `--model FOLDER` reads as training did,
+    and the bands a page is cut into when the recipe says so."""
+    regions = config.regions
+    bands = "" if regions is None else f"""
+[regions]
+max_height = {regions.max_height}
+min_gap = {regions.min_gap}
+margin = {regions.margin}
+"""
     return f"""# How to read with this model (ocr_app preset keys); written by `ocr-train-ocr export`.
 prompt = {json.dumps(config.prompt, ensure_ascii=False)}
 use_chat_template = true
@@ -58,7 +66,7 @@ hf_dtype = "float32"
 [pixels]
 min_pixels = {config.model.min_pixels}
 max_pixels = {config.model.max_pixels}
-"""
+{bands}"""
 
 
 def model_card(checkpoint: dict, config, parameters: int) -> str:
