@@ -19,6 +19,7 @@ from ocr_app.synth import (
     training_seeds,
 )
 from ocr_app.synth.render import FONTS_DIR
+from ocr_app.synth import text
 from ocr_app.synth.text import SENTENCES, money
 
 
@@ -121,3 +122,18 @@ def test_random_text_keeps_the_layout_but_draws_every_word_independently():
     assert any(sentence in stock.markdown for sentence in SENTENCES)
     lines = {make_sample(seed, level="line", random_text=True).markdown for seed in range(20)}
     assert len(lines) == 20 and not any(line in " ".join(SENTENCES) for line in lines)
+
+
+def test_half_the_random_words_are_in_no_list_and_invented_ones_keep_vowel_harmony():
+    """A reader trained on a closed vocabulary learns word shapes; invented words make it read letters."""
+    known = set(text.WORDS + text.FIRST_NAMES + text.LAST_NAMES + text.CITIES + text.DISTRICTS)
+    tokens = text.random_words(random.Random(0), 2000).split()
+    unknown = [token for token in tokens if token not in known and not re.fullmatch(r"[\d.,]+", token)]
+    assert 0.4 < len(unknown) / len(tokens) < 0.6
+    rng = random.Random(1)
+    for _ in range(200):
+        lowered = text.invented_word(rng).translate(str.maketrans({"I": "ı", "İ": "i"})).lower()
+        vowels = {letter for letter in lowered if letter in text.BACK_VOWELS + text.FRONT_VOWELS}
+        assert vowels and (vowels <= set(text.BACK_VOWELS) or vowels <= set(text.FRONT_VOWELS))
+    words = {make_sample(seed, level="word", random_text=True).markdown for seed in range(40)}
+    assert words - known

@@ -77,8 +77,8 @@ def make_sample(
 ) -> Sample:
     """One synthetic image with its ground truth; `kind` and `degradation` are drawn from the seed when None.
 
-    `random_text`: lines, headings, labels and paragraphs are words drawn independently
-    (`text.random_words`) instead of the documents' stock phrases; the layout is the same.
+    `random_text`: words, lines, headings, labels and paragraphs are words drawn independently, half of
+    them invented (`text.random_words`), instead of the documents' stock phrases; the layout is the same.
     """
     if level not in LEVELS:
         raise ValueError(f"unknown level '{level}' (levels: {', '.join(LEVELS)})")
@@ -92,7 +92,7 @@ def make_sample(
     kind = kind or rng.choice(KINDS)
     degradation = degradation or rng.choices(list(DEGRADATION_WEIGHTS), weights=list(DEGRADATION_WEIGHTS.values()))[0]
     if level == "word":
-        content = text.word(rng)
+        content = text.random_words(rng, 1) if random_text else text.word(rng)
         image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 36)), margins=_placement(rng))
         markdown = content
     elif level == "line":

@@ -209,6 +209,50 @@ def word(rng: random.Random) -> str:
     return digits(rng, rng.randint(2, 11))
 
 
+# Invented words follow Turkish spelling: the vowels of a word are all back or all front (vowel harmony),
+# syllables are V, CV, VC or CVC, and `ğ` never starts a word.  Frequent consonants are listed more often.
+BACK_VOWELS, FRONT_VOWELS = "aıou", "eiöü"
+CONSONANTS = "bcçdfgğhjkllmmnnprrsşttvyyzkkdd"
+CODE_CHARACTERS = "ABCÇDEFGĞHIİJKLMNOÖPRSŞTUÜVYZ0123456789"
+
+
+def turkish_upper(text: str) -> str:
+    return text.translate(str.maketrans({"i": "İ", "ı": "I"})).upper()
+
+
+def invented_word(rng: random.Random) -> str:
+    """A word that looks Turkish and is in no list: it can only be read letter by letter."""
+    vowels = rng.choice((BACK_VOWELS, FRONT_VOWELS))
+    letters = []
+    for index in range(rng.choices((1, 2, 3, 4), weights=(2, 4, 3, 1))[0]):
+        if index or rng.random() < 0.8:
+            letters.append(rng.choice(CONSONANTS if index else CONSONANTS.replace("ğ", "")))
+        letters.append(rng.choice(vowels))
+        if rng.random() < 0.4:
+            letters.append(rng.choice(CONSONANTS))
+    invented = "".join(letters)
+    case = rng.random()
+    if case < 0.25:
+        return turkish_upper(invented[0]) + invented[1:]
+    return turkish_upper(invented) if case < 0.3 else invented
+
+
+def code(rng: random.Random) -> str:
+    """A reference such as `FTR2023K19` or `AB-4Ç7`: letters and digits in no pattern."""
+    characters = [rng.choice(CODE_CHARACTERS) for _ in range(rng.randint(3, 10))]
+    if len(characters) > 4 and rng.random() < 0.3:
+        characters.insert(rng.randint(1, len(characters) - 1), rng.choice("-/."))
+    return "".join(characters)
+
+
 def random_words(rng: random.Random, count: int) -> str:
-    """`count` tokens drawn independently (see `word`): no sentence to recall, so only the image tells them apart."""
-    return " ".join(word(rng) for _ in range(count))
+    """`count` tokens drawn independently: no sentence to recall, so only the image tells them apart.
+
+    Half are invented (`invented_word`, `code`): a model that learnt the few hundred words of the
+    documents' lists as whole shapes cannot read them; the other half are `word`'s.
+    """
+    tokens = []
+    for _ in range(count):
+        source = rng.random()
+        tokens.append(word(rng) if source < 0.5 else invented_word(rng) if source < 0.9 else code(rng))
+    return " ".join(tokens)
