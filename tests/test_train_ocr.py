@@ -130,8 +130,9 @@ def test_evaluate_command_reads_held_out_samples(uninterrupted_run):
         cwd=PROJECT_ROOT, check=True, capture_output=True, text=True,
     )
     assert f"step {STEPS}: cer_word " in result.stdout and " cer_line " in result.stdout
-    # Lines are also measured on random words, which cannot be recited: loss with the own image and the gap to another's.
-    assert " random_loss_line " in result.stdout and " random_gap_line " in result.stdout
+    # Also measured on random words, which cannot be recited: greedy CER, loss with the own image and the gap to another's.
+    for level in ("word", "line"):
+        assert all(f" {name}_{level} " in result.stdout for name in ("cer_random", "random_loss", "random_gap"))
 
 
 def test_data_workers_change_nothing(uninterrupted_run, tmp_path):

@@ -34,8 +34,8 @@ TRAINING_STATE_NAME = "training_state.json"
 # Levels whose images hold one line of text, read left to right: the CTC loss applies to them.
 SINGLE_LINE_LEVELS = ("word", "line")
 METRICS_NAME = "metrics.jsonl"
-# Levels whose text `random_text` replaces (words are drawn independently already).
-RANDOM_TEXT_LEVELS = ("line", "block", "page")
+# Levels whose text `random_text` replaces (a word level sample becomes one of `text.random_words`).
+RANDOM_TEXT_LEVELS = ("word", "line", "block", "page")
 
 
 @dataclass(frozen=True)
@@ -350,8 +350,9 @@ class Trainer:
         return min(self.config.evaluation.max_new_tokens, 2 * reference_tokens + 8)
 
     def evaluate(self, levels: list[str] | None = None) -> dict[str, float | str]:
-        """Greedy CER on the held-out samples of `levels` (default: those the current stage trains on), and for
-        levels with text, the answer loss on random words with the own image and its gap to another image's."""
+        """Greedy CER on the held-out samples of `levels` (default: those the current stage trains on), and on
+        held-out random words (half of them invented: only a reader of letters reads them), with their answer
+        loss with the own image and its gap to another image's."""
         stage = self.config.stage_at(self.state.step)
         levels = levels or [level for level, weight in stage.levels.items() if weight > 0]
         self.model.eval()
@@ -360,17 +361,23 @@ class Trainer:
             if level not in self.held_out:
                 self.held_out[level] = held_out_examples(level, self.config.evaluation.samples_per_level)
             examples = self.held_out[level]
-            hypotheses = [self.read(example.image, self._reading_length(example.text)) for example in examples]
-            results[f"cer_{level}"] = character_error_rate(hypotheses, [example.text for example in examples])
-            results[f"example_{level}"] = f"{examples[0].text[:60]!r} -> {hypotheses[0][:60]!r}"
+            results.update(self._greedy_cer(examples, level))
             if level in RANDOM_TEXT_LEVELS:
                 # Stock text can be recited; on words drawn independently only reading lowers the loss.
                 if level not in self.held_out_random:
                     self.held_out_random[level] = held_out_examples(level, self.config.evaluation.samples_per_level, True)
+                results.update(self._greedy_cer(self.held_out_random[level], f"random_{level}"))
                 own, other = self.image_reliance(self.held_out_random[level])
                 results[f"random_loss_{level}"], results[f"random_gap_{level}"] = own, other - own
         self.model.train()
         return results
+
+    def _greedy_cer(self, examples: list[Example], name: str) -> dict[str, float | str]:
+        hypotheses = [self.read(example.image, self._reading_length(example.text)) for example in examples]
+        return {
+            f"cer_{name}": character_error_rate(hypotheses, [example.text for example in examples]),
+            f"example_{name}": f"{examples[0].text[:60]!r} -> {hypotheses[0][:60]!r}",
+        }
 
     def run(self, budget: Budget) -> RunState:
         config = self.config
