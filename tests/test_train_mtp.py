@@ -19,14 +19,15 @@ from PIL import Image, ImageDraw
 from safetensors.torch import load_file, save_file
 
 from ocr_app.checkpoint import HEAD_FILE, HEAD_PREFIX, INDEX_NAME, expected_head_shapes, inspect_mtp_head
-from ocr_app.config import load_model_preset
+from ocr_app.config import RegionSplit, load_model_preset
 from ocr_app.engines import GenerationSettings
 from ocr_app.engines.hf import HFEngine
 from ocr_app.errors import ConfigError
 from ocr_app.spec.mtp_head import load_mtp_head
 from ocr_app.spec.proposer import MTPProposer
 from ocr_app.train_mtp.config import load_train_config
-from ocr_app.train_mtp.data import ReadCache, document_pages, read_pages, render_page
+from ocr_app.regions import split_page
+from ocr_app.train_mtp.data import BAND_MARK, ReadCache, band_refs, document_pages, read_pages, render_page, split_pages
 from ocr_app.train_mtp.distill import chained_logits, make_batch
 from ocr_app.train_mtp.export import file_sha256, prepare_output
 from ocr_app.train_mtp.head_init import fresh_head, head_state
@@ -250,3 +251,21 @@ def test_reads_of_other_main_weights_are_never_reused(tiny_model_dir, tmp_path):
     result = run_cli(*common)
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0 and "(weights)" in result.stderr and "--work-dir" in result.stderr
+
+
+def test_a_model_that_reads_bands_learns_from_its_bands(tmp_path, short_preset):
+    """The head drafts on what the model reads: for a model with `regions`, each band of a page is an example,
+    rendered as the engine cuts it, and the bands of one page stay on one side of the held-out split."""
+    refs, _ = document_pages(write_documents(tmp_path / "docs", images=4))
+    regions = RegionSplit(max_height=32, margin=4)
+    bands, problems = band_refs(refs, regions, short_preset.pixels, 200)
+    assert not problems
+    for ref in refs:
+        expected = split_page(render_page(ref, short_preset.pixels, 200), regions)
+        own = [band for band in bands if band.page_id.rsplit(BAND_MARK, 1)[0] == ref.page_id]
+        assert len(own) == len(expected)
+        assert all(render_page(band, short_preset.pixels, 200).tobytes() == image.tobytes() for band, image in zip(own, expected))
+    assert len(bands) > len(refs)
+    train, held_out = split_pages(bands, 0.3, seed=0)
+    pages = [{band.page_id.rsplit(BAND_MARK, 1)[0] for band in side} for side in (train, held_out)]
+    assert held_out and not pages[0] & pages[1]

@@ -2,7 +2,8 @@
 
 A page is named by a stable id: `relative/path.pdf#3` for page 3 of a document
 under the data folder, `synth:SEED` for a synthetic page (`ocr_app.synth`,
-when that module is installed).  The main model's greedy output for every page
+when that module is installed), and `PAGE~2` for band 2 of a page when the
+model reads pages as bands (`ocr_app.regions`).  The main model's greedy output for every page
 goes to `reads.jsonl` in the cache folder as soon as it is produced, so a rerun
 (or a run killed while reading) never reads a page twice; `meta.json` records
 what the reads depend on (model, prompt, pixel budget, dpi, max tokens) and a
@@ -14,18 +15,20 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from PIL import Image
 
-from ocr_app.config import PixelBudget
+from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.documents import find_documents, open_document
 from ocr_app.engines import Engine, GenerationSettings
 from ocr_app.errors import ConfigError, InputError
 from ocr_app.pages import fit_image, iter_pages, prefetch, to_rgb
+from ocr_app.regions import split_page
 
 SYNTH_PREFIX = "synth:"
+BAND_MARK = "~"
 READS_FILE = "reads.jsonl"
 META_FILE = "meta.json"
 
@@ -35,6 +38,9 @@ class PageRef:
     page_id: str
     document: Path | None  # None for a synthetic page
     number: int  # 1-based page number, or the synthetic seed
+    # Set for a model that reads pages as bands (`ocr_app.regions`): this ref is band `band` of the page.
+    regions: RegionSplit | None = None
+    band: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,23 +73,40 @@ def synth_pages(count: int, first_seed: int = 0) -> list[PageRef]:
 
 
 def render_page(ref: PageRef, budget: PixelBudget, dpi: int) -> Image.Image:
-    """The page image exactly as `ocr-read` would give it to the model."""
+    """The page image (or band of it) exactly as `ocr-read` would give it to the model."""
     if ref.document is None:
         try:
             from ocr_app.synth import render_sample
         except ImportError:
             raise ConfigError("synthetic pages need ocr_app.synth, which this install lacks") from None
         image, _ = render_sample(ref.number, level="page")
-        return fit_image(to_rgb(image), budget)
-    document = open_document(ref.document)
-    return next(iter_pages(document, [ref.number], budget, dpi)).image
+        page = fit_image(to_rgb(image), budget)
+    else:
+        page = next(iter_pages(open_document(ref.document), [ref.number], budget, dpi)).image
+    return page if ref.regions is None else split_page(page, ref.regions)[ref.band]
+
+
+def band_refs(refs: list[PageRef], regions: RegionSplit, budget: PixelBudget, dpi: int) -> tuple[list[PageRef], list[str]]:
+    """Each page's bands as refs of their own (`PAGE~BAND`), for a model that reads pages as bands; and one
+    line per page that cannot be rendered."""
+    bands: list[PageRef] = []
+    problems: list[str] = []
+    for ref in refs:
+        try:
+            count = len(split_page(render_page(ref, budget, dpi), regions))
+        except InputError as exc:
+            problems.append(str(exc))
+            continue
+        bands.extend(replace(ref, page_id=f"{ref.page_id}{BAND_MARK}{band}", regions=regions, band=band) for band in range(count))
+    return bands, problems
 
 
 def split_pages(refs: list[PageRef], eval_fraction: float, seed: int) -> tuple[list[PageRef], list[PageRef]]:
     """(train, held out): whole documents are held out, so no page of a held-out document trains."""
     groups: dict[str, list[PageRef]] = {}
     for ref in refs:
-        groups.setdefault(ref.page_id.rsplit("#", 1)[0], []).append(ref)
+        page_id = ref.page_id.rsplit(BAND_MARK, 1)[0] if ref.regions is not None else ref.page_id
+        groups.setdefault(page_id.rsplit("#", 1)[0], []).append(ref)
     units = list(groups.values()) if len(groups) > 1 else [[ref] for ref in refs]
     random.Random(seed).shuffle(units)
     wanted = max(1, round(eval_fraction * len(refs)))

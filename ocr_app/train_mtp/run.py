@@ -18,7 +18,9 @@ from ocr_app.pages import DEFAULT_DPI
 from ocr_app.provenance import code_version
 from ocr_app.spec.mtp_head import load_mtp_head
 from ocr_app.train_mtp.config import TrainConfig
-from ocr_app.train_mtp.data import PageRead, PageRef, ReadCache, document_pages, read_pages, split_pages, synth_pages
+from ocr_app.train_mtp.data import (
+    PageRead, PageRef, ReadCache, band_refs, document_pages, read_pages, split_pages, synth_pages,
+)
 from ocr_app.train_mtp.evaluate import HeadEvaluation, evaluate_head
 from ocr_app.train_mtp.export import export_head, main_weight_hashes, prepare_output, record_head_training
 from ocr_app.train_mtp.head_init import initial_head
@@ -68,10 +70,15 @@ class Prepared:
 
 
 def _page_refs(job: TrainJob) -> tuple[list[PageRef], list[str]]:
+    """The pages to learn from; for a model that reads pages as bands, their bands: the head drafts on what
+    the model reads."""
     refs, problems = document_pages(job.data) if job.data is not None else ([], [])
     refs += synth_pages(job.synth_pages)
     if not refs:
         raise ConfigError("no pages to learn from: give --data with documents (or --synth-pages)")
+    if job.model.regions is not None:
+        refs, unrendered = band_refs(refs, job.model.regions, job.model.pixels, job.dpi)
+        problems += unrendered
     return refs, problems
 
 
@@ -91,12 +98,15 @@ def prepare(job: TrainJob, callbacks: Callbacks, held_out_only: bool = False) ->
         "max_tokens": job.model.max_tokens,
         "weights": weight_hashes,  # a model retrained in the same folder reads anew
     }
+    if job.model.regions is not None:
+        meta["regions"] = job.model.regions.model_dump()
     cache = ReadCache(job.resolved_work_dir / "reads", meta)
     wanted = held_out_refs if held_out_only else train_refs + held_out_refs
     missing = [ref for ref in wanted if ref.page_id not in cache.reads]
     if missing:
         callbacks.on_reading(len(missing))
-        engine = hf_engine if job.engine == "hf" else make_engine(job.engine, job.model)
+        # The refs are bands already: the engine reads each as it is.
+        engine = hf_engine if job.engine == "hf" else make_engine(job.engine, job.model.model_copy(update={"regions": None}))
         try:
             problems += read_pages(
                 missing, engine, settings, cache, hf_engine.prompt, job.model.pixels, job.dpi, job.concurrency, callbacks.on_read
