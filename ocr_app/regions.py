@@ -29,6 +29,8 @@ from ocr_app.metrics import PageMetrics, SpecDecodingStats
 SEPARATOR = "\n\n"
 # Ink is darker than the paper by this much (of 255); scan noise (sigma <= 14) stays well under it.
 INK_CONTRAST = 80
+# Pixels per side of one visual token (16-px patches merged 2x2), as pages are fitted (`PixelBudget.factor`).
+TOKEN_SIDE = 32
 # A row holds ink when more than this share of its pixels do: a few noise specks keep a row blank.
 INK_SHARE = 0.002
 
@@ -79,16 +81,20 @@ def band_rows(image: Image.Image, split: RegionSplit) -> list[tuple[int, int]]:
 
 
 def split_page(image: Image.Image, split: RegionSplit) -> list[Image.Image]:
-    """The page's bands, each with `split.margin` rows of paper above and below its ink, as the blocks
-    the model was trained on have.  A page without ink is one band: the whole page, so the model still sees it."""
+    """The page's bands, each with at least `split.margin` rows of paper above and below its ink, as the
+    blocks the model was trained on have.  A page without ink is one band: the whole page, so the model
+    still sees it.  Bands are a whole number of visual tokens high, so the processor does not resize them
+    (a 46-row band of one line would be squeezed to 32 rows, its letters to 70% of their height)."""
     rows = band_rows(image, split)
     if not rows:
         return [image]
     paper = tuple(int(v) for v in np.median(np.asarray(image).reshape(-1, 3), axis=0))
-    return [
-        ImageOps.expand(image.crop((0, top, image.width, bottom)), border=(0, split.margin, 0, split.margin), fill=paper)
-        for top, bottom in rows
-    ]
+    bands = []
+    for top, bottom in rows:
+        extra = -(bottom - top + 2 * split.margin) % TOKEN_SIDE
+        border = (0, split.margin + extra // 2, 0, split.margin + extra - extra // 2)
+        bands.append(ImageOps.expand(image.crop((0, top, image.width, bottom)), border=border, fill=paper))
+    return bands
 
 
 def join_regions(regions: list[PageText], wall_s: float) -> PageText:

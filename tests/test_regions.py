@@ -10,7 +10,7 @@ from PIL import Image, ImageDraw
 
 from ocr_app.config import RegionSplit
 from ocr_app.engines import GenerationSettings
-from ocr_app.regions import SEPARATOR, ReadByRegions, band_rows, ink_rows, split_page
+from ocr_app.regions import SEPARATOR, TOKEN_SIDE, ReadByRegions, band_rows, ink_rows, split_page
 from ocr_app.synth import make_sample, training_seeds
 
 SPLIT = RegionSplit()
@@ -33,6 +33,7 @@ def test_bands_hold_every_inked_row_and_cuts_cross_no_ink(degradation):
         assert not inked[bottom:next_top].any() and next_top - bottom >= SPLIT.min_gap
         covered[top:bottom] = True
     assert (covered | ~inked).all()
+    assert all(band.height % TOKEN_SIDE == 0 and band.width == page.width for band in split_page(page, SPLIT))
 
 
 def test_a_band_is_cut_only_where_it_is_too_tall():
@@ -53,7 +54,7 @@ def test_ink_without_blank_rows_stays_one_band_and_blank_pages_are_read_whole():
     [(top, bottom)] = band_rows(page, SPLIT)
     assert (top, bottom) == (100, 801)
     [band] = split_page(page, SPLIT)
-    assert band.size == (400, 701 + 2 * SPLIT.margin)
+    assert band.size == (400, 800) and 701 + 2 * SPLIT.margin <= 800  # padded to whole visual tokens
     blank = Image.new("RGB", (400, 600), (255, 255, 255))
     assert split_page(blank, SPLIT) == [blank]
 
