@@ -23,14 +23,12 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from ocr_app.config import RegionSplit
-from ocr_app.engines import Engine, GenerationSettings, Key, PageText, TextCallback
+from ocr_app.engines import Engine, GenerationSettings, Key, PageText, TextCallback, WrappedEngine
 from ocr_app.metrics import PageMetrics, SpecDecodingStats
 
 SEPARATOR = "\n\n"
 # Ink is darker than the paper by this much (of 255); scan noise (sigma <= 14) stays well under it.
 INK_CONTRAST = 80
-# Pixels per side of one visual token (16-px patches merged 2x2), as pages are fitted (`PixelBudget.factor`).
-TOKEN_SIDE = 32
 # A row holds ink when more than this share of its pixels do: a few noise specks keep a row blank.
 INK_SHARE = 0.002
 
@@ -80,18 +78,19 @@ def band_rows(image: Image.Image, split: RegionSplit) -> list[tuple[int, int]]:
     return bands
 
 
-def split_page(image: Image.Image, split: RegionSplit) -> list[Image.Image]:
+def split_page(image: Image.Image, split: RegionSplit, token_side: int) -> list[Image.Image]:
     """The page's bands, each with at least `split.margin` rows of paper above and below its ink, as the
     blocks the model was trained on have.  A page without ink is one band: the whole page, so the model
-    still sees it.  Bands are a whole number of visual tokens high, so the processor does not resize them
-    (a 46-row band of one line would be squeezed to 32 rows, its letters to 70% of their height)."""
+    still sees it.  Bands are a whole number of visual tokens (`token_side`, the pixel budget's factor)
+    high, so the processor does not resize them (a 46-row band of one line would be squeezed to 32 rows,
+    its letters to 70% of their height)."""
     rows = band_rows(image, split)
     if not rows:
         return [image]
     paper = tuple(int(v) for v in np.median(np.asarray(image).reshape(-1, 3), axis=0))
     bands = []
     for top, bottom in rows:
-        extra = -(bottom - top + 2 * split.margin) % TOKEN_SIDE
+        extra = -(bottom - top + 2 * split.margin) % token_side
         border = (0, split.margin + extra // 2, 0, split.margin + extra - extra // 2)
         bands.append(ImageOps.expand(image.crop((0, top, image.width, bottom)), border=border, fill=paper))
     return bands
@@ -121,18 +120,18 @@ def join_regions(regions: list[PageText], wall_s: float) -> PageText:
     )
 
 
-class ReadByRegions:
+class ReadByRegions(WrappedEngine):
     """Wraps any engine: each page is read as the bands `split_page` cuts it into."""
 
-    def __init__(self, engine: Engine, split: RegionSplit):
-        self.engine = engine
+    def __init__(self, engine: Engine, split: RegionSplit, token_side: int):
+        super().__init__(engine)
         self.split = split
-        self.name = engine.name
+        self.token_side = token_side
 
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         started = time.perf_counter()
         regions = []
-        for index, band in enumerate(split_page(image, self.split)):
+        for index, band in enumerate(split_page(image, self.split, self.token_side)):
             if index and on_text is not None:
                 on_text(SEPARATOR)
             regions.append(self.engine.read(band, settings, on_text))
@@ -148,7 +147,7 @@ class ReadByRegions:
 
         def bands() -> Iterator[tuple[tuple[Key, int], Image.Image]]:
             for key, image in pages:
-                page_bands = split_page(image, self.split)
+                page_bands = split_page(image, self.split, self.token_side)
                 readings[key] = [None] * len(page_bands)
                 started[key] = time.perf_counter()
                 for index, band in enumerate(page_bands):
@@ -158,10 +157,3 @@ class ReadByRegions:
             readings[key][index] = region
             if all(reading is not None for reading in readings[key]):
                 yield key, join_regions(readings.pop(key), time.perf_counter() - started.pop(key))
-
-    def __getattr__(self, name: str):
-        # Anything else an engine offers (e.g. `spec_totals`, `drafts`) is the wrapped engine's.
-        return getattr(self.engine, name)
-
-    def close(self) -> None:
-        self.engine.close()

@@ -16,7 +16,7 @@ from dataclasses import replace
 from PIL import Image
 
 from ocr_app.config import RetryPreset
-from ocr_app.engines import Engine, GenerationSettings, PageText, TextCallback
+from ocr_app.engines import Engine, GenerationSettings, PageText, TextCallback, WrappedEngine
 
 # A loop is a period of at most MAX_PERIOD tokens repeated at least MIN_REPEATS
 # times, spanning at least MIN_SPAN tokens (so `aaaa` is not a loop yet).
@@ -55,7 +55,7 @@ def as_retry(first: PageText, second: PageText) -> PageText:
     return replace(second, metrics=metrics)
 
 
-class RetryDegenerate:
+class RetryDegenerate(WrappedEngine):
     """Wraps any engine: a page read alone (`read`) that ends in a repetition loop is read once more
     with the retry settings.  The retry is not streamed: the caller has seen the looping text and
     gets the retried text in the returned page.  `read_many` is the engine's own: in bulk the
@@ -63,19 +63,11 @@ class RetryDegenerate:
     """
 
     def __init__(self, engine: Engine, retry: RetryPreset):
-        self.engine = engine
+        super().__init__(engine)
         self.retry = retry
-        self.name = engine.name
 
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         page = self.engine.read(image, settings, on_text)
         if not is_degenerate(page):
             return page
         return as_retry(page, self.engine.read(image, retry_settings(settings, self.retry)))
-
-    def __getattr__(self, name: str):
-        # Anything else an engine offers (e.g. `spec_totals`, `drafts`) is the wrapped engine's.
-        return getattr(self.engine, name)
-
-    def close(self) -> None:
-        self.engine.close()

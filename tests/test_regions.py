@@ -10,10 +10,11 @@ from PIL import Image, ImageDraw
 
 from ocr_app.config import RegionSplit
 from ocr_app.engines import GenerationSettings
-from ocr_app.regions import SEPARATOR, TOKEN_SIDE, ReadByRegions, band_rows, ink_rows, split_page
+from ocr_app.regions import SEPARATOR, ReadByRegions, band_rows, ink_rows, split_page
 from ocr_app.synth import make_sample, training_seeds
 
 SPLIT = RegionSplit()
+TOKEN_SIDE = 32  # Qwen3.5's visual token: 16-px patches merged 2x2 (`PixelBudget.factor`)
 
 
 def _synthetic_page(index: int, degradation: str = "clean") -> Image.Image:
@@ -33,7 +34,7 @@ def test_bands_hold_every_inked_row_and_cuts_cross_no_ink(degradation):
         assert not inked[bottom:next_top].any() and next_top - bottom >= SPLIT.min_gap
         covered[top:bottom] = True
     assert (covered | ~inked).all()
-    assert all(band.height % TOKEN_SIDE == 0 and band.width == page.width for band in split_page(page, SPLIT))
+    assert all(band.height % TOKEN_SIDE == 0 and band.width == page.width for band in split_page(page, SPLIT, TOKEN_SIDE))
 
 
 def test_a_band_is_cut_only_where_it_is_too_tall():
@@ -53,18 +54,18 @@ def test_ink_without_blank_rows_stays_one_band_and_blank_pages_are_read_whole():
     ImageDraw.Draw(page).rectangle((50, 100, 350, 800), outline=(20, 20, 20), width=3)  # a tall table frame
     [(top, bottom)] = band_rows(page, SPLIT)
     assert (top, bottom) == (100, 801)
-    [band] = split_page(page, SPLIT)
+    [band] = split_page(page, SPLIT, TOKEN_SIDE)
     assert band.size == (400, 800) and 701 + 2 * SPLIT.margin <= 800  # padded to whole visual tokens
     blank = Image.new("RGB", (400, 600), (255, 255, 255))
-    assert split_page(blank, SPLIT) == [blank]
+    assert split_page(blank, SPLIT, TOKEN_SIDE) == [blank]
 
 
 def test_reading_by_regions_is_reading_each_band(hf_engine):
     page = _synthetic_page(5)
-    bands = split_page(page, SPLIT)
+    bands = split_page(page, SPLIT, TOKEN_SIDE)
     settings = GenerationSettings(max_tokens=8)
     one_by_one = [hf_engine.read(band, settings) for band in bands]
-    engine = ReadByRegions(hf_engine, SPLIT)
+    engine = ReadByRegions(hf_engine, SPLIT, TOKEN_SIDE)
     pieces: list[str] = []
     joined = engine.read(page, settings, on_text=pieces.append)
     assert joined.text == SEPARATOR.join(region.text for region in one_by_one) == "".join(pieces)

@@ -73,10 +73,10 @@ def test_bulk_keeps_concurrency_and_page_counters_add_up_to_engine_counters(engi
     assert all(page.token_ids == alone.token_ids for key, page in results if key % len(pages) == 1)
 
 
-def test_pages_read_by_regions_in_bulk_read_as_alone(engine, pages):
+def test_pages_read_by_regions_in_bulk_read_as_alone(engine, pages, tiny_preset):
     # Low bands: each sample page is several, and bands of different pages are in flight together.
-    by_regions = ReadByRegions(engine, RegionSplit(max_height=48, margin=8))
-    assert all(len(split_page(image, by_regions.split)) > 2 for image in pages)
+    by_regions = ReadByRegions(engine, RegionSplit(max_height=48, margin=8), tiny_preset.pixels.factor)
+    assert all(len(split_page(image, by_regions.split, by_regions.token_side)) > 2 for image in pages)
     before = engine.spec_totals()
     in_bulk = dict(by_regions.read_many(enumerate(pages), SETTINGS, concurrency=4))
     merged = SpecDecodingStats()

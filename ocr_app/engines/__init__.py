@@ -66,6 +66,21 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
+class WrappedEngine:
+    """Base of an engine that wraps another to change how pages are read: anything else an engine offers
+    (e.g. `spec_totals`, `drafts`, `read_many` where not overridden) is the wrapped engine's."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.name = engine.name
+
+    def __getattr__(self, name: str):
+        return getattr(self.engine, name)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
 def make_engine(name: str, model: ModelPreset, drafts: int = 0, servers: tuple[str, ...] = ()) -> Engine:
     """Start an engine; heavy imports happen only for the engine asked for.
 
@@ -94,4 +109,4 @@ def make_engine(name: str, model: ModelPreset, drafts: int = 0, servers: tuple[s
     else:
         raise ConfigError(f"unknown engine '{name}' (engines: {', '.join(ENGINE_NAMES)})")
     engine = RetryDegenerate(engine, model.retry)
-    return ReadByRegions(engine, model.regions) if model.regions is not None else engine
+    return ReadByRegions(engine, model.regions, model.pixels.factor) if model.regions is not None else engine

@@ -16,6 +16,7 @@ import json
 import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 from PIL import Image
@@ -72,18 +73,32 @@ def synth_pages(count: int, first_seed: int = 0) -> list[PageRef]:
     return [PageRef(f"{SYNTH_PREFIX}{seed}", None, seed) for seed in range(first_seed, first_seed + count)]
 
 
-def render_page(ref: PageRef, budget: PixelBudget, dpi: int) -> Image.Image:
-    """The page image (or band of it) exactly as `ocr-read` would give it to the model."""
-    if ref.document is None:
+# Bands are drawn one at a time, in shuffled order: the bands of the last pages cut are kept, so a page is
+# not rendered again for each of its bands (~15 line bands of an 864-px page take ~2 MB).
+PAGES_KEPT = 64
+
+
+def _page_image(document: Path | None, number: int, budget: PixelBudget, dpi: int) -> Image.Image:
+    if document is None:
         try:
             from ocr_app.synth import render_sample
         except ImportError:
             raise ConfigError("synthetic pages need ocr_app.synth, which this install lacks") from None
-        image, _ = render_sample(ref.number, level="page")
-        page = fit_image(to_rgb(image), budget)
-    else:
-        page = next(iter_pages(open_document(ref.document), [ref.number], budget, dpi)).image
-    return page if ref.regions is None else split_page(page, ref.regions)[ref.band]
+        image, _ = render_sample(number, level="page")
+        return fit_image(to_rgb(image), budget)
+    return next(iter_pages(open_document(document), [number], budget, dpi)).image
+
+
+@lru_cache(maxsize=PAGES_KEPT)
+def _page_bands(document: Path | None, number: int, budget: PixelBudget, dpi: int, regions: RegionSplit) -> tuple[Image.Image, ...]:
+    return tuple(split_page(_page_image(document, number, budget, dpi), regions, budget.factor))
+
+
+def render_page(ref: PageRef, budget: PixelBudget, dpi: int) -> Image.Image:
+    """The page image (or band of it) exactly as `ocr-read` would give it to the model."""
+    if ref.regions is None:
+        return _page_image(ref.document, ref.number, budget, dpi)
+    return _page_bands(ref.document, ref.number, budget, dpi, ref.regions)[ref.band]
 
 
 def band_refs(refs: list[PageRef], regions: RegionSplit, budget: PixelBudget, dpi: int) -> tuple[list[PageRef], list[str]]:
@@ -93,7 +108,7 @@ def band_refs(refs: list[PageRef], regions: RegionSplit, budget: PixelBudget, dp
     problems: list[str] = []
     for ref in refs:
         try:
-            count = len(split_page(render_page(ref, budget, dpi), regions))
+            count = len(_page_bands(ref.document, ref.number, budget, dpi, regions))
         except InputError as exc:
             problems.append(str(exc))
             continue
