@@ -75,11 +75,15 @@ class RegionSplit(_Strict):
     max_height: int = 320  # rows of ink: a band taller than this is cut, where a blank run allows
     min_gap: int = 4  # blank rows a cut needs
     margin: int = 40  # rows of paper kept above and below a band's ink
+    crop_columns: bool = False  # each band is also cut to its ink's columns (plus margin), as a line is trained
+    # A page whose lines' median ink height is under this many rows has its bands enlarged to it (at most
+    # MAX_ENLARGEMENT times; margins are in enlarged rows): a small reader reads small type better enlarged.
+    text_height: int | None = None
 
     @model_validator(mode="after")
     def _positive(self) -> RegionSplit:
-        if self.max_height < 32 or self.min_gap < 1 or self.margin < 0:
-            raise ValueError("need max_height >= 32, min_gap >= 1 and margin >= 0")
+        if self.max_height < 32 or self.min_gap < 1 or self.margin < 0 or (self.text_height or 8) < 8:
+            raise ValueError("need max_height >= 32, min_gap >= 1, margin >= 0 and text_height >= 8")
         return self
 
 

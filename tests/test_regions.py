@@ -10,7 +10,7 @@ from PIL import Image, ImageDraw
 
 from ocr_app.config import RegionSplit
 from ocr_app.engines import GenerationSettings
-from ocr_app.regions import SEPARATOR, ReadByRegions, band_rows, ink_rows, split_page
+from ocr_app.regions import MAX_ENLARGEMENT, SEPARATOR, ReadByRegions, band_rows, ink_rows, split_page
 from ocr_app.synth import make_sample, training_seeds
 
 SPLIT = RegionSplit()
@@ -58,6 +58,44 @@ def test_ink_without_blank_rows_stays_one_band_and_blank_pages_are_read_whole():
     assert band.size == (400, 800) and 701 + 2 * SPLIT.margin <= 800  # padded to whole visual tokens
     blank = Image.new("RGB", (400, 600), (255, 255, 255))
     assert split_page(blank, SPLIT, TOKEN_SIDE) == [blank]
+
+
+def _ink_pixels(image: Image.Image) -> int:
+    gray = np.asarray(image.convert("L"), dtype=np.int16)
+    return int((gray < np.median(gray) - 80).sum())
+
+
+def test_bands_cut_to_their_ink_columns_lose_no_ink():
+    page = _synthetic_page(3)
+    split = RegionSplit(max_height=32, margin=8, crop_columns=True)
+    rows = band_rows(page, split)
+    bands = split_page(page, split, TOKEN_SIDE)
+    assert len(bands) == len(rows) > 5
+    for (top, bottom), band in zip(rows, bands):
+        assert _ink_pixels(band) == _ink_pixels(page.crop((0, top, page.width, bottom)))
+    assert min(band.width for band in bands) < page.width / 2  # a letter's date or signature is a short line
+
+
+def _ink_heights(bands: list[Image.Image]) -> list[int]:
+    heights = []
+    for band in bands:
+        inked = np.flatnonzero(ink_rows(band))
+        heights.append(int(inked[-1] - inked[0] + 1))
+    return heights
+
+
+def test_small_type_is_enlarged_to_the_text_height_and_large_type_is_left_alone():
+    page = _synthetic_page(3)
+    lines = RegionSplit(max_height=32, margin=8)
+    natural = float(np.median(_ink_heights(split_page(page, lines, TOKEN_SIDE))))
+    target = round(natural * 1.6)
+    enlarged = split_page(page, lines.model_copy(update={"text_height": target}), TOKEN_SIDE)
+    assert abs(np.median(_ink_heights(enlarged)) - target) <= 2
+    assert all(band.height % TOKEN_SIDE == 0 and band.width == round(page.width * target / natural) for band in enlarged)
+    too_far = split_page(page, lines.model_copy(update={"text_height": round(natural * 10)}), TOKEN_SIDE)
+    assert {band.width for band in too_far} == {round(page.width * MAX_ENLARGEMENT)}
+    never_shrunk = split_page(page, lines.model_copy(update={"text_height": round(natural / 2)}), TOKEN_SIDE)
+    assert [band.tobytes() for band in never_shrunk] == [band.tobytes() for band in split_page(page, lines, TOKEN_SIDE)]
 
 
 def test_reading_by_regions_is_reading_each_band(hf_engine):

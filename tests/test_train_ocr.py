@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import Qwen3_5Config
+from transformers import AutoProcessor, Qwen3_5Config
 
 from ocr_app.checkpoint import inspect_mtp_head
 from ocr_app.config import FOLDER_PRESET_NAME, PROJECT_ROOT, RegionSplit, load_model_preset
@@ -21,7 +21,8 @@ from ocr_app.synth import BENCHMARK_SEEDS, is_benchmark_seed, make_sample
 from ocr_app.synth.text import SENTENCES
 from ocr_app.train_ocr.config import Stage, load_train_config, parse_train_config
 from ocr_app.train_ocr.data import (
-    HELD_OUT_START, Example, draw_examples, held_out_examples, sample_seeds, token_budget_groups,
+    HELD_OUT_START, IGNORE_INDEX, Encoder, Example, draw_examples, encoded_batch, held_out_examples, sample_seeds,
+    token_budget_groups,
 )
 from ocr_app.train_ocr.export import export_checkpoint, folder_preset
 from ocr_app.train_ocr.trainer import (
@@ -220,6 +221,25 @@ def test_a_stage_without_random_text_draws_the_samples_it_always_drew():
     assert [example.text for example in stock] == [drawn_before_random_text(seed) for seed in sample_seeds(100, 6)]
     random_words = draw_examples(100, 6, stage.model_copy(update={"random_text": 1.0}))
     assert not any(example.text in " ".join(SENTENCES) for example in random_words)
+
+
+def test_history_noise_swaps_only_answer_inputs_and_is_the_same_on_resume(uninterrupted_run):
+    encoder = Encoder(AutoProcessor.from_pretrained(uninterrupted_run / "processor"), SMALL_RECIPE["prompt"])
+    stage = Stage(steps=1, levels={"line": 1.0}, batch_size=6, random_text=1.0)
+    noisy_stage = stage.model_copy(update={"history_noise": 0.3})
+    clean, noisy, again = (encoded_batch(encoder, 100, s, 4096) for s in (stage, noisy_stage, noisy_stage))
+    swapped = answers = 0
+    for clean_micro, noisy_micro, again_micro in zip(clean.micro_batches, noisy.micro_batches, again.micro_batches):
+        clean_ids, noisy_ids = clean_micro.inputs["input_ids"], noisy_micro.inputs["input_ids"]
+        labels = clean_micro.inputs["labels"]
+        assert torch.equal(noisy_micro.inputs["labels"], labels)
+        assert torch.equal(noisy_ids, again_micro.inputs["input_ids"])
+        changed, answer = noisy_ids != clean_ids, labels != IGNORE_INDEX
+        assert not (changed & ~answer).any()  # the prompt and the image tokens are never touched
+        assert set(noisy_ids[changed].tolist()) <= set(labels[answer].tolist())
+        swapped += int(changed.sum())
+        answers += int(answer.sum())
+    assert 0.15 < swapped / answers < 0.4  # 0.3 drawn; a swap may draw the token it replaces
 
 
 def test_reliance_compares_each_answer_with_its_own_image_and_another(uninterrupted_run):

@@ -25,6 +25,9 @@ class Stage(_Strict):
     batch_size: int
     # Share of samples whose text is words drawn independently (see `ocr_app.synth.make_sample`).
     random_text: float = Field(default=0.0, ge=0.0, le=1.0)
+    # Share of answer tokens replaced, in the model's input only, by other answer tokens of the micro-batch
+    # (see `data.noisy_history`): with a history it cannot trust, the image is the cue to the next token.
+    history_noise: float = Field(default=0.0, ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _known_levels(self) -> Stage:

@@ -170,8 +170,29 @@ class Encoder:
         ))
 
 
+def noisy_history(inputs: dict[str, torch.Tensor], share: float, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """`inputs` with `share` of the answer tokens in input_ids swapped for answer tokens drawn from the whole
+    micro-batch; labels keep the true text, so each next token must be predicted past a corrupted history."""
+    labels = inputs["labels"]  # [b, T]
+    answer = labels != IGNORE_INDEX  # [b, T]
+    swapped = answer & (torch.rand(labels.shape, generator=generator) < share)  # [b, T]
+    pool = labels[answer]  # [answer tokens]
+    replacements = pool[torch.randint(len(pool), (int(swapped.sum()),), generator=generator)]
+    input_ids = inputs["input_ids"].clone()
+    input_ids[swapped] = replacements
+    return {**inputs, "input_ids": input_ids}
+
+
 def encoded_batch(encoder: Encoder, position: int, stage: Stage, max_tokens: int) -> TrainingBatch:
-    return encoder.micro_batches(draw_examples(position, stage.batch_size, stage), max_tokens)
+    batch = encoder.micro_batches(draw_examples(position, stage.batch_size, stage), max_tokens)
+    if stage.history_noise == 0:
+        return batch
+    # Seeded by the data position, as the samples are: a resumed run sees the same noise.
+    generator = torch.Generator().manual_seed(position)
+    return TrainingBatch(tuple(
+        MicroBatch(noisy_history(micro.inputs, stage.history_noise, generator), micro.texts, micro.levels)
+        for micro in batch.micro_batches
+    ))
 
 
 _worker_encoder: Encoder | None = None
