@@ -110,6 +110,18 @@ def test_words_and_lines_are_both_tightly_cropped_and_placed_on_a_larger_sheet()
     assert tight >= 10 and placed >= 10, height_shares
 
 
+def test_band_placement_keeps_lines_as_tight_as_a_page_band():
+    """As `ocr_app.regions` cuts a line from a page: its ink with a few rows and columns of paper around."""
+    for seed in range(20):
+        sample = make_sample(seed, level="line", degradation="clean", placement="band")
+        ink = np.asarray(sample.image.convert("L")) < 128
+        rows, columns = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+        blank_above, blank_below = rows[0], sample.image.height - 1 - rows[-1]
+        blank_left, blank_right = columns[0], sample.image.width - 1 - columns[-1]
+        # render_line's own padding (a third and a half of the type size, plus 2) and at most 24 px more
+        assert max(blank_above, blank_below) <= 36 and max(blank_left, blank_right) <= 44, seed
+
+
 def test_random_text_keeps_the_layout_but_draws_every_word_independently():
     """Training pages whose words cannot be recited: same blocks and markup, none of the stock sentences."""
     stock = make_sample(11, level="page", kind="letter", degradation="clean")

@@ -35,6 +35,8 @@ LEVELS: tuple[str, ...] = ("word", "line", "block", "page")
 BENCHMARK_SEEDS = range(2**40, 2**40 + 2**20)
 PAGE_WIDTH = 880  # A4 at about 106 dpi
 DEGRADATION_WEIGHTS = {"clean": 0.25, "light": 0.35, "scan": 0.3, "heavy": 0.1}
+# Where a word or line lies: somewhere on a larger sheet, or as `ocr_app.regions` cuts it from a page.
+Placement = Literal["sheet", "band"]
 
 
 @dataclass(frozen=True)
@@ -74,11 +76,13 @@ def make_sample(
     degradation: str | None = None,
     benchmark: bool = False,
     random_text: bool = False,
+    placement: Placement = "sheet",
 ) -> Sample:
     """One synthetic image with its ground truth; `kind` and `degradation` are drawn from the seed when None.
 
     `random_text`: words, lines, headings, labels and paragraphs are words drawn independently, half of
     them invented (`text.random_words`), instead of the documents' stock phrases; the layout is the same.
+    `placement`: the blank margins of a word or line (see `_margins`).
     """
     if level not in LEVELS:
         raise ValueError(f"unknown level '{level}' (levels: {', '.join(LEVELS)})")
@@ -93,11 +97,11 @@ def make_sample(
     degradation = degradation or rng.choices(list(DEGRADATION_WEIGHTS), weights=list(DEGRADATION_WEIGHTS.values()))[0]
     if level == "word":
         content = text.random_words(rng, 1) if random_text else text.word(rng)
-        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 36)), margins=_placement(rng))
+        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 36)), margins=_margins(rng, placement))
         markdown = content
     elif level == "line":
         content = text.random_words(rng, rng.randint(2, 9)) if random_text else _line(rng)
-        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 28)), margins=_placement(rng))
+        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 28)), margins=_margins(rng, placement))
         markdown = content
     else:
         blocks = BUILDERS[kind](rng)
@@ -131,10 +135,16 @@ def render_sample(
     return sample.image, sample.markdown
 
 
-def _placement(rng: random.Random) -> tuple[int, int, int, int]:
-    """Blank margins (left, top, right, bottom) around a word or line: none for half of them; the others
-    sit somewhere on a larger sheet, as text does in blocks and pages, so a reader learns to find the
-    text instead of assuming that it fills the image (one trained on tight crops only fails with margins)."""
+def _margins(rng: random.Random, placement: Placement) -> tuple[int, int, int, int]:
+    """Blank margins (left, top, right, bottom) around a word or line.
+
+    "sheet": none for half of them; the others sit somewhere on a larger sheet, as text does in blocks and
+    pages, so a reader learns to find the text instead of assuming that it fills the image (one trained on
+    tight crops only fails with margins).  "band": up to 24 px on each side, as a page's line looks once
+    `ocr_app.regions` has cut it to its ink with a margin; a third of the pixels of "sheet" lines.
+    """
+    if placement == "band":
+        return (rng.randint(0, 24), rng.randint(0, 24), rng.randint(0, 24), rng.randint(0, 24))
     if rng.random() < 0.5:
         return (0, 0, 0, 0)
     return (rng.randint(0, 240), rng.randint(0, 160), rng.randint(0, 240), rng.randint(0, 160))

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ocr_app.config import RegionSplit
 from ocr_app.errors import ConfigError
-from ocr_app.synth import LEVELS
+from ocr_app.synth import LEVELS, Placement
 from ocr_app.testing.tiny_model import TinySizes
 
 
@@ -28,6 +28,8 @@ class Stage(_Strict):
     # Share of answer tokens replaced, in the model's input only, by other answer tokens of the micro-batch
     # (see `data.noisy_history`): with a history it cannot trust, the image is the cue to the next token.
     history_noise: float = Field(default=0.0, ge=0.0, lt=1.0)
+    # Margins of words and lines: on a larger sheet, or cut from a page as a band (`ocr_app.synth._margins`).
+    placement: Placement = "sheet"
 
     @model_validator(mode="after")
     def _known_levels(self) -> Stage:
