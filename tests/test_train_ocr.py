@@ -166,9 +166,14 @@ def test_export_is_a_model_folder_the_engine_reads(uninterrupted_run, tmp_path):
 
 
 def test_the_recipes_regions_reach_the_exported_folders_preset(tmp_path):
-    for regions, expected in ((None, None), ({"max_height": 64, "margin": 12}, RegionSplit(max_height=64, margin=12))):
+    every_key = {"max_height": 64, "margin": 12, "crop_columns": True, "text_height": 24}
+    for regions, expected in (
+        (None, None),
+        ({"max_height": 64, "margin": 12}, RegionSplit(max_height=64, margin=12)),
+        (every_key, RegionSplit(**every_key)),
+    ):
         recipe = {**SMALL_RECIPE, "regions": regions} if regions else SMALL_RECIPE
-        folder = tmp_path / str(bool(regions))
+        folder = tmp_path / str(len(regions or {}))
         folder.mkdir()
         (folder / FOLDER_PRESET_NAME).write_text(folder_preset(parse_train_config(recipe, "test")), encoding="utf-8")
         assert load_model_preset(str(folder)).regions == expected

@@ -51,12 +51,9 @@ def folder_preset(config) -> str:
     """The prompt and pixel budget the model was trained with, so `--model FOLDER` reads as training did,
     and the bands a page is cut into when the recipe says so."""
     regions = config.regions
-    bands = "" if regions is None else f"""
-[regions]
-max_height = {regions.max_height}
-min_gap = {regions.min_gap}
-margin = {regions.margin}
-"""
+    bands = "" if regions is None else "\n[regions]\n" + "".join(
+        f"{key} = {json.dumps(value)}\n" for key, value in regions.model_dump(exclude_none=True).items()
+    )
     return f"""# How to read with this model (ocr_app preset keys); written by `ocr-train-ocr export`.
 prompt = {json.dumps(config.prompt, ensure_ascii=False)}
 use_chat_template = true
