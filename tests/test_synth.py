@@ -122,6 +122,18 @@ def test_band_placement_keeps_lines_as_tight_as_a_page_band():
         assert max(blank_above, blank_below) <= 36 and max(blank_left, blank_right) <= 44, seed
 
 
+def test_bold_lines_start_with_bold_words_marked_as_in_documents():
+    heavier = 0
+    for seed in range(30):
+        bold = make_sample(seed, level="line", degradation="clean", random_text=True, placement="band", bold=1.0)
+        plain = make_sample(seed, level="line", degradation="clean", random_text=True, placement="band")
+        assert bold.markdown.startswith("**") and bold.markdown.count("**") == 2
+        assert bold.markdown.replace("**", "") == plain.markdown  # same words, same style and margins
+        ink = [int((np.asarray(sample.image.convert("L")) < 128).sum()) for sample in (bold, plain)]
+        heavier += ink[0] > ink[1]
+    assert heavier >= 20  # the monospaced family has no bold face
+
+
 def test_random_text_keeps_the_layout_but_draws_every_word_independently():
     """Training pages whose words cannot be recited: same blocks and markup, none of the stock sentences."""
     stock = make_sample(11, level="page", kind="letter", degradation="clean")

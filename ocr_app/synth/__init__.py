@@ -77,12 +77,14 @@ def make_sample(
     benchmark: bool = False,
     random_text: bool = False,
     placement: Placement = "sheet",
+    bold: float = 0.0,
 ) -> Sample:
     """One synthetic image with its ground truth; `kind` and `degradation` are drawn from the seed when None.
 
     `random_text`: words, lines, headings, labels and paragraphs are words drawn independently, half of
     them invented (`text.random_words`), instead of the documents' stock phrases; the layout is the same.
-    `placement`: the blank margins of a word or line (see `_margins`).
+    `placement`: the blank margins of a word or line (see `_margins`); `bold`: the share of words and
+    lines that start with bold words (see `_bold_words`).
     """
     if level not in LEVELS:
         raise ValueError(f"unknown level '{level}' (levels: {', '.join(LEVELS)})")
@@ -95,14 +97,16 @@ def make_sample(
     rng = seed if isinstance(seed, random.Random) else random.Random(seed)
     kind = kind or rng.choice(KINDS)
     degradation = degradation or rng.choices(list(DEGRADATION_WEIGHTS), weights=list(DEGRADATION_WEIGHTS.values()))[0]
-    if level == "word":
-        content = text.random_words(rng, 1) if random_text else text.word(rng)
-        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 36)), margins=_margins(rng, placement))
-        markdown = content
-    elif level == "line":
-        content = text.random_words(rng, rng.randint(2, 9)) if random_text else _line(rng)
-        image = render_line(content, random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 28)), margins=_margins(rng, placement))
-        markdown = content
+    if level in ("word", "line"):
+        if level == "word":
+            content = text.random_words(rng, 1) if random_text else text.word(rng)
+        else:
+            content = text.random_words(rng, rng.randint(2, 9)) if random_text else _line(rng)
+        style = random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 36) if level == "word" else (12, 28))
+        margins = _margins(rng, placement)
+        bold_words = _bold_words(rng, content, bold)
+        image = render_line(content, style, bold_words, margins)
+        markdown = _emphasized(content, bold_words)
     else:
         blocks = BUILDERS[kind](rng)
         if random_text:
@@ -148,6 +152,23 @@ def _margins(rng: random.Random, placement: Placement) -> tuple[int, int, int, i
     if rng.random() < 0.5:
         return (0, 0, 0, 0)
     return (rng.randint(0, 240), rng.randint(0, 160), rng.randint(0, 240), rng.randint(0, 160))
+
+
+def _bold_words(rng: random.Random, content: str, share: float) -> int:
+    """How many of a word's or line's first words are bold: for `share` of them 1-3 (a form's label, a
+    total's name, a heading), else none.  Nothing is drawn when `share` is 0, so such samples stay as
+    they always were."""
+    if share == 0 or rng.random() >= share:
+        return 0
+    return rng.randint(1, min(3, len(content.split(" "))))
+
+
+def _emphasized(content: str, bold_words: int) -> str:
+    """Markdown of a line whose first `bold_words` words are bold, as documents write a label: **Ad:** Ali."""
+    if not bold_words:
+        return content
+    words = content.split(" ")
+    return " ".join([f"**{' '.join(words[:bold_words])}**", *words[bold_words:]])
 
 
 def _line(rng: random.Random) -> str:

@@ -179,14 +179,23 @@ def render_blocks(blocks: tuple[Block, ...], style: Style, width: int, min_heigh
     return layout.draw(max(min_height, round(layout.y + style.margin)))
 
 
-def render_line(content: str, style: Style, bold: bool = False, margins: tuple[int, int, int, int] = (0, 0, 0, 0)) -> Image.Image:
-    """One line of text on a canvas just larger than it, plus blank `margins` (left, top, right, bottom) in px."""
-    face = style.font(bold=bold)
-    left, top, right, bottom = face.getbbox(content)
+def render_line(content: str, style: Style, bold_words: int = 0, margins: tuple[int, int, int, int] = (0, 0, 0, 0)) -> Image.Image:
+    """One line of text on a canvas just larger than it, plus blank `margins` (left, top, right, bottom) in px;
+    its first `bold_words` words in bold, as a form's label before its value."""
+    words = content.split(" ")
+    runs = [(" ".join(words[:bold_words]), style.font(bold=True)), (" ".join(words[bold_words:]), style.font())]
+    runs = [(text, face) for text, face in runs if text]
+    starts = [0.0]  # x of each run
+    for text, face in runs[:-1]:
+        starts.append(starts[-1] + face.getlength(text) + style.font().getlength(" "))
+    last_text, last_face = runs[-1]
+    width = int(starts[-1] + last_face.getbbox(last_text)[2])
     pad_x, pad_y = style.size // 2 + 2, style.size // 3 + 2
-    ascent, descent = face.getmetrics()
+    ascent, descent = max(face.getmetrics() for _, face in runs)
     margin_left, margin_top, margin_right, margin_bottom = margins
-    size = (int(right) + 2 * pad_x + margin_left + margin_right, ascent + descent + 2 * pad_y + margin_top + margin_bottom)
+    size = (width + 2 * pad_x + margin_left + margin_right, ascent + descent + 2 * pad_y + margin_top + margin_bottom)
     image = Image.new("RGB", size, style.paper)
-    ImageDraw.Draw(image).text((pad_x + margin_left, pad_y + margin_top), content, font=face, fill=style.ink)
+    draw = ImageDraw.Draw(image)
+    for start, (text, face) in zip(starts, runs):
+        draw.text((pad_x + margin_left + start, pad_y + margin_top), text, font=face, fill=style.ink)
     return image

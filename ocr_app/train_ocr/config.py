@@ -30,6 +30,8 @@ class Stage(_Strict):
     history_noise: float = Field(default=0.0, ge=0.0, lt=1.0)
     # Margins of words and lines: on a larger sheet, or cut from a page as a band (`ocr_app.synth._margins`).
     placement: Placement = "sheet"
+    # Share of words and lines starting with bold words, as labels and headings are (`ocr_app.synth._bold_words`).
+    bold: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _known_levels(self) -> Stage:

@@ -53,7 +53,7 @@ def draw_examples(start: int, count: int, stage: Stage) -> list[Example]:
         level = rng.choices(levels, weights=weights)[0]
         # Drawn only when used, so a stage without random text sees the samples it always saw.
         random_text = stage.random_text > 0 and rng.random() < stage.random_text
-        sample = make_sample(rng, level, random_text=random_text, placement=stage.placement)
+        sample = make_sample(rng, level, random_text=random_text, placement=stage.placement, bold=stage.bold)
         examples.append(Example(sample.image, sample.markdown, level))
     return examples
 
