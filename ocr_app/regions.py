@@ -6,7 +6,11 @@ classic X-Y cut, on rows only: while a band is taller than `max_height`, it is
 cut in the middle of its widest blank run (at least `min_gap` rows without
 ink), so blocks part at the space between them before a paragraph parts
 between its lines, and no cut ever crosses ink.  A band with no such run stays
-whole, however tall.  Each band is read as its own image; the page's text is
+whole, however tall, unless `cut_between_lines` is set: then it is cut in its
+widest run of rows lighter than its letters' bodies: a paragraph set so tight
+that one line's descenders reach the next line's ascenders has no blank row
+between its lines, but rows there hold a fraction of the ink of a row through
+the letters.  Each band is read as its own image; the page's text is
 the bands' texts in reading order, a blank line apart.  A band can also be
 cut to its ink's columns, and a page of small type enlarged, so that a line
 looks like the lines the model was trained on.
@@ -33,16 +37,27 @@ SEPARATOR = "\n\n"
 INK_CONTRAST = 80
 # A row holds ink when more than this share of its pixels do: a few noise specks keep a row blank.
 INK_SHARE = 0.002
+# Between two lines set tight, rows hold only descenders, ascenders and accents: under this share of the
+# ink of the band's busiest row (a row through the letters' bodies crosses every stroke).  Not higher: the
+# body of a short line (a signature under a paragraph) holds little ink beside a full line's.
+LIGHT_SHARE = 0.1
+# A line's body holds at least this share: a cut between two lines has one's body on either side (the light
+# rows between a descender's stem and its heavier tail, at the foot of a line, are not between lines).
+BODY_SHARE = 0.25
 # Past this, enlarging only blurs: a line 10 rows high holds no more detail at 40.
 MAX_ENLARGEMENT = 3.0
 
 
-def ink_rows(image: Image.Image) -> np.ndarray:
-    """[H] bool: the rows of `image` that hold ink."""
+def ink_per_row(image: Image.Image) -> np.ndarray:
+    """[H] int: how many pixels of each row of `image` are ink."""
     gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
     paper = int(np.median(gray))
-    ink = gray < paper - INK_CONTRAST  # [H, W]
-    return ink.sum(axis=1) > INK_SHARE * gray.shape[1]
+    return (gray < paper - INK_CONTRAST).sum(axis=1)
+
+
+def ink_rows(image: Image.Image) -> np.ndarray:
+    """[H] bool: the rows of `image` that hold ink."""
+    return ink_per_row(image) > INK_SHARE * image.width
 
 
 def ink_columns(image: Image.Image, top: int, bottom: int, margin: int) -> tuple[int, int]:
@@ -61,29 +76,58 @@ def blank_runs(inked: np.ndarray) -> list[tuple[int, int]]:
     return [(int(start), int(end)) for start, end in zip(changes[::2], changes[1::2])]
 
 
-def band_cuts(inked: np.ndarray, top: int, bottom: int, split: RegionSplit) -> list[int]:
-    """Rows at which to cut rows top..bottom-1 of a page so that each band is at most `split.max_height`
-    high where blank runs allow; the widest run is cut first, in its middle."""
+def inner_runs(inked: np.ndarray) -> list[tuple[int, int]]:
+    """The blank runs of `inked` ([h] bool) with ink above and below them."""
+    return [(start, end) for start, end in blank_runs(inked) if start > 0 and end < inked.size]
+
+
+def valley_row(ink: np.ndarray) -> int | None:
+    """In a band's rows (`ink`: [h] ink pixels per row), the middle of the widest run of light rows with ink
+    on both sides and letters' bodies beyond: the space between two lines, descenders above and ascenders
+    below.  The widest, not the
+    lightest row: a line's accents can part from its letters by a row lighter than the space above them.
+    None if there is no such run (one line, or lines skewed into each other)."""
+    body = ink >= BODY_SHARE * ink.max()  # [h]
+    runs = [(start, end) for start, end in inner_runs(ink >= LIGHT_SHARE * ink.max()) if body[:start].any() and body[end:].any()]
+    if not runs:
+        return None
+    middle = ink.size / 2
+    start, end = max(runs, key=lambda run: (run[1] - run[0], -abs((run[0] + run[1]) / 2 - middle)))
+    return (start + end) // 2
+
+
+def band_cuts(ink: np.ndarray, inked: np.ndarray, top: int, bottom: int, split: RegionSplit) -> list[int]:
+    """Rows at which to cut rows top..bottom-1 of a page (`ink`: [H] ink pixels per row, `inked`: [H] rows
+    with ink) so that each band's ink is at most `split.max_height` high where blank runs allow (and light
+    rows, with `split.cut_between_lines`); the widest blank run is cut first, in its middle."""
+    band_ink = np.flatnonzero(inked[top:bottom])
+    if band_ink.size == 0:
+        return []
+    top, bottom = top + int(band_ink[0]), top + int(band_ink[-1]) + 1
     if bottom - top <= split.max_height:
         return []
-    inner = [(start, end) for start, end in blank_runs(inked[top:bottom]) if start > 0 and end < bottom - top]
-    wide = [(start, end) for start, end in inner if end - start >= split.min_gap]
-    if not wide:
-        return []
-    middle = (bottom - top) / 2
-    # Widest first; between equals, the one nearer the middle gives the more even halves.
-    start, end = max(wide, key=lambda run: (run[1] - run[0], -abs((run[0] + run[1]) / 2 - middle)))
-    cut = top + (start + end) // 2
-    return band_cuts(inked, top, cut, split) + [cut] + band_cuts(inked, cut, bottom, split)
+    runs = [(start, end) for start, end in inner_runs(inked[top:bottom]) if end - start >= split.min_gap]
+    if runs:
+        middle = (bottom - top) / 2
+        # Widest first; between equals, the one nearer the middle gives the more even halves.
+        start, end = max(runs, key=lambda run: (run[1] - run[0], -abs((run[0] + run[1]) / 2 - middle)))
+        cut = top + (start + end) // 2
+    else:
+        valley = valley_row(ink[top:bottom]) if split.cut_between_lines else None
+        if valley is None:
+            return []
+        cut = top + valley
+    return band_cuts(ink, inked, top, cut, split) + [cut] + band_cuts(ink, inked, cut, bottom, split)
 
 
 def band_rows(image: Image.Image, split: RegionSplit) -> list[tuple[int, int]]:
     """(first, end) rows of each band's ink, top to bottom, end exclusive; none for a page without ink."""
-    inked = ink_rows(image)
+    ink = ink_per_row(image)
+    inked = ink > INK_SHARE * image.width
     rows = np.flatnonzero(inked)
     if rows.size == 0:
         return []
-    edges = [int(rows[0]), *band_cuts(inked, int(rows[0]), int(rows[-1]) + 1, split), int(rows[-1]) + 1]
+    edges = [int(rows[0]), *band_cuts(ink, inked, int(rows[0]), int(rows[-1]) + 1, split), int(rows[-1]) + 1]
     bands = []
     for top, bottom in zip(edges, edges[1:]):
         band_ink = np.flatnonzero(inked[top:bottom])

@@ -12,6 +12,7 @@ from ocr_app.config import RegionSplit
 from ocr_app.engines import GenerationSettings
 from ocr_app.regions import MAX_ENLARGEMENT, SEPARATOR, ReadByRegions, band_rows, ink_rows, split_page
 from ocr_app.synth import make_sample, training_seeds
+from ocr_app.synth.render import random_style, render_line
 
 SPLIT = RegionSplit()
 TOKEN_SIDE = 32  # Qwen3.5's visual token: 16-px patches merged 2x2 (`PixelBudget.factor`)
@@ -58,6 +59,38 @@ def test_ink_without_blank_rows_stays_one_band_and_blank_pages_are_read_whole():
     assert band.size == (400, 800) and 701 + 2 * SPLIT.margin <= 800  # padded to whole visual tokens
     blank = Image.new("RGB", (400, 600), (255, 255, 255))
     assert split_page(blank, SPLIT, TOKEN_SIDE) == [blank]
+
+
+def _tight_paragraph(lines: list[str], family: str) -> tuple[Image.Image, list[np.ndarray]]:
+    """Lines stacked so close that each line's descenders share rows with the next one's ascenders (no blank
+    row between them), and each line's body rows on that page (rows holding half its busiest row's ink)."""
+    style = random_style(random.Random(5), (family,), (22, 22))
+    images = [np.asarray(render_line(line, style).convert("L")) for line in lines]
+    width = max(image.shape[1] for image in images)
+    page = np.full((16 + sum(image.shape[0] for image in images), width + 16), 255, dtype=np.uint8)
+    bodies, top = [], 8
+    for image in images:
+        top -= int(np.flatnonzero((image < 128).any(axis=1))[0]) if bodies else 0
+        own = np.full_like(page, 255)
+        own[top : top + image.shape[0], 8 : 8 + image.shape[1]] = image
+        page = np.minimum(page, own)
+        ink = (own < 128).sum(axis=1)
+        bodies.append(np.flatnonzero(ink >= 0.5 * ink.max()))
+        inked = np.flatnonzero(ink)
+        top = int(inked[-1]) - 1  # the next line's first ink row lies on this one's last two rows
+    return Image.fromarray(page[: top + 16]).convert("RGB"), bodies
+
+
+@pytest.mark.parametrize("family", ["sans", "serif", "condensed", "mono"])
+def test_lines_set_without_blank_rows_between_are_cut_between_them(family):
+    lines = ["Şoför yağmurda güçlükle ilerledi", "İzmir'de Ağustos ılık geçti", "Gölgeli yoğurt ağzı", "Ülkü ile Gökçe geldi"]
+    page, bodies = _tight_paragraph(lines, family)
+    split = RegionSplit(max_height=32, cut_between_lines=True)  # under two lines of 22-px type
+    assert len(band_rows(page, split.model_copy(update={"cut_between_lines": False}))) == 1
+    rows = band_rows(page, split)
+    assert len(rows) == len(lines)
+    for (top, bottom), body in zip(rows, bodies):
+        assert top <= body[0] and body[-1] < bottom  # each band holds one whole line's letters
 
 
 def _ink_pixels(image: Image.Image) -> int:
