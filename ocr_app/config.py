@@ -78,8 +78,9 @@ class RegionSplit(_Strict):
     crop_columns: bool = False  # each band is also cut to its ink's columns (plus margin), as a line is trained
     # A band too tall with no blank run is cut where its rows are light (between lines set tight), not kept.
     cut_between_lines: bool = False
-    # A page whose lines' median ink height is under this many rows has its bands enlarged to it (at most
-    # MAX_ENLARGEMENT times; margins are in enlarged rows): a small reader reads small type better enlarged.
+    # A page whose lines' median height (`regions.line_height`: rows of a band's letters, not its rules, accents
+    # or tails) is under this many rows has its bands enlarged to it (at most MAX_ENLARGEMENT times; margins are
+    # in enlarged rows): a small reader reads small type better enlarged.
     text_height: int | None = None
 
     @model_validator(mode="after")

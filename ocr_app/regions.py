@@ -135,36 +135,61 @@ def band_rows(image: Image.Image, split: RegionSplit) -> list[tuple[int, int]]:
     return bands
 
 
-def enlargement(rows: list[tuple[int, int]], text_height: int | None) -> float:
-    """How much to enlarge a page's bands so that their median ink height is `text_height` (never shrunk;
-    the median, as one line's height depends on its letters: "ana" has no ascender, "Şığ" both)."""
+def line_height(ink: np.ndarray) -> int:
+    """The height of a band's text line (`ink`: [h] ink pixels per row of the band): its longest run of rows
+    holding at least a tenth of the ink of its busiest row.  Not the band's ink height: a table row's band
+    also holds its cell borders' rules, and a line's accents and descender tails hold little ink."""
+    return max(end - start for start, end in blank_runs(ink < LIGHT_SHARE * ink.max()))
+
+
+def enlargement(heights: list[int], text_height: int | None) -> float:
+    """How much to enlarge a page's bands so that the median of their line heights (`line_height`) is
+    `text_height` (never shrunk; the median, as one line's height depends on its letters: "ana" has no
+    ascender, "Şığ" both)."""
     if text_height is None:
         return 1.0
-    median = float(np.median([bottom - top for top, bottom in rows]))
-    return min(MAX_ENLARGEMENT, max(1.0, text_height / median))
+    return min(MAX_ENLARGEMENT, max(1.0, text_height / float(np.median(heights))))
+
+
+def page_enlargement(image: Image.Image, rows: list[tuple[int, int]], text_height: int | None) -> float:
+    """`enlargement` of the bands at `rows` of `image`."""
+    if text_height is None:
+        return 1.0
+    ink = ink_per_row(image)
+    return enlargement([line_height(ink[top:bottom]) for top, bottom in rows], text_height)
+
+
+def paper_color(image: Image.Image) -> tuple[int, ...]:
+    return tuple(int(v) for v in np.median(np.asarray(image.convert("RGB")).reshape(-1, 3), axis=0))
+
+
+def cut_band(
+    image: Image.Image, top: int, bottom: int, split: RegionSplit, scale: float, token_side: int, paper: tuple[int, ...]
+) -> Image.Image:
+    """Rows top..bottom-1 of `image` as the model reads them: cut to their ink's columns (with
+    `split.crop_columns`), enlarged by `scale`, with `split.margin` rows of `paper` above and below, and
+    padded to a whole number of visual tokens (`token_side`) high."""
+    left, right = (0, image.width) if not split.crop_columns else ink_columns(image, top, bottom, split.margin)
+    band = image.crop((left, top, right, bottom))
+    if scale > 1.0:
+        band = band.resize((round(band.width * scale), round(band.height * scale)), Image.Resampling.BICUBIC)
+    extra = -(band.height + 2 * split.margin) % token_side
+    border = (0, split.margin + extra // 2, 0, split.margin + extra - extra // 2)
+    return ImageOps.expand(band, border=border, fill=paper)
 
 
 def split_page(image: Image.Image, split: RegionSplit, token_side: int) -> list[Image.Image]:
-    """The page's bands, each with at least `split.margin` rows of paper above and below its ink, as the
-    blocks the model was trained on have.  A page without ink is one band: the whole page, so the model
-    still sees it.  Bands are a whole number of visual tokens (`token_side`, the pixel budget's factor)
-    high, so the processor does not resize them (a 46-row band of one line would be squeezed to 32 rows,
-    its letters to 70% of their height)."""
+    """The page's bands (see `cut_band`), each with at least `split.margin` rows of paper above and below its
+    ink, as the blocks the model was trained on have.  A page without ink is one band: the whole page, so
+    the model still sees it.  Bands are a whole number of visual tokens (`token_side`, the pixel budget's
+    factor) high, so the processor does not resize them (a 46-row band of one line would be squeezed to 32
+    rows, its letters to 70% of their height)."""
     rows = band_rows(image, split)
     if not rows:
         return [image]
-    paper = tuple(int(v) for v in np.median(np.asarray(image).reshape(-1, 3), axis=0))
-    scale = enlargement(rows, split.text_height)
-    bands = []
-    for top, bottom in rows:
-        left, right = (0, image.width) if not split.crop_columns else ink_columns(image, top, bottom, split.margin)
-        band = image.crop((left, top, right, bottom))
-        if scale > 1.0:
-            band = band.resize((round(band.width * scale), round(band.height * scale)), Image.Resampling.BICUBIC)
-        extra = -(band.height + 2 * split.margin) % token_side
-        border = (0, split.margin + extra // 2, 0, split.margin + extra - extra // 2)
-        bands.append(ImageOps.expand(band, border=border, fill=paper))
-    return bands
+    scale = page_enlargement(image, rows, split.text_height)
+    paper = paper_color(image)
+    return [cut_band(image, top, bottom, split, scale, token_side, paper) for top, bottom in rows]
 
 
 def join_regions(regions: list[PageText], wall_s: float) -> PageText:

@@ -18,19 +18,25 @@ from ocr_app.synth import (
     render_sample,
     training_seeds,
 )
-from ocr_app.synth.render import FONTS_DIR
+from ocr_app.config import RegionSplit
 from ocr_app.synth import text
+from ocr_app.synth.bands import TOKEN_SIDE, band_markdown, words_by_band
+from ocr_app.synth.documents import BUILDERS, Table, to_markdown, with_random_words
+from ocr_app.synth.render import FONTS_DIR, place_blocks, random_style
 from ocr_app.synth.text import SENTENCES, money
+
+
+# As the shipped model's recipe cuts a page into the bands it reads.
+BANDS = RegionSplit(max_height=32, min_gap=4, margin=16, crop_columns=True, cut_between_lines=True, text_height=19)
 
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_same_seed_same_sample_and_different_seeds_differ(level):
-    image_a, text_a = render_sample(7, level=level)
-    image_b, text_b = render_sample(7, level=level)
-    assert text_a == text_b and image_a.tobytes() == image_b.tobytes()
-    assert image_a.mode == "RGB" and text_a.strip()
-    others = {render_sample(seed, level=level)[1] for seed in range(8, 14)}
-    assert len(others | {text_a}) > 3
+    a, b = make_sample(7, level, regions=BANDS), make_sample(7, level, regions=BANDS)
+    assert a.markdown == b.markdown and a.image.tobytes() == b.image.tobytes()
+    assert a.image.mode == "RGB" and a.markdown.strip()
+    others = {make_sample(seed, level, regions=BANDS).markdown for seed in range(8, 14)}
+    assert len(others | {a.markdown}) > 3
 
 
 def test_rng_objects_advance_so_consecutive_samples_differ():
@@ -92,7 +98,7 @@ def test_benchmark_seeds_are_reserved():
 
 
 def test_bad_arguments_are_refused():
-    for kwargs in ({"level": "chapter"}, {"kind": "poem"}, {"degradation": "burnt"}):
+    for kwargs in ({"level": "chapter"}, {"kind": "poem"}, {"degradation": "burnt"}, {"level": "band"}):
         with pytest.raises(ValueError):
             render_sample(1, **kwargs)
 
@@ -161,3 +167,34 @@ def test_half_the_random_words_are_in_no_list_and_invented_ones_keep_vowel_harmo
         assert vowels and (vowels <= set(text.BACK_VOWELS) or vowels <= set(text.FRONT_VOWELS))
     words = {make_sample(seed, level="word", random_text=True).markdown for seed in range(40)}
     assert words - known
+
+
+def _words(markdown: str) -> list[str]:
+    """The words of Markdown without its marks: emphasis, heading hashes, table pipes and delimiter rows."""
+    lines = [line for line in markdown.splitlines() if not re.fullmatch(r"[|\s:-]+", line)]
+    return [word for word in re.sub(r"\*\*|^#+ |\|", " ", "\n".join(lines), flags=re.M).split()]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("random_text", [False, True])
+def test_a_documents_bands_hold_all_its_words_once_each_written_as_in_its_markdown(kind, random_text):
+    rng = random.Random(3)
+    blocks = BUILDERS[kind](rng)
+    blocks = with_random_words(blocks, rng) if random_text else blocks
+    page, placed = place_blocks(blocks, random_style(rng), 880)
+    rows, words_in = words_by_band(page, placed, BANDS)
+    assert sum(len(words) for words in words_in) == len(placed)
+    markdowns = [band_markdown(blocks, words) for words in words_in if words]
+    assert sorted(_words("\n".join(markdowns))) == sorted(_words(to_markdown(blocks)))
+    tables = [block for block in blocks if isinstance(block, Table)]
+    for markdown in markdowns:
+        if markdown.startswith("|"):  # a table's row: every cell there, empty or not
+            assert all(line.count("|") == len(tables[0].header) + 1 for line in markdown.splitlines())
+
+
+def test_band_samples_are_cut_as_a_page_is_read():
+    samples = [make_sample(seed, "band", random_text=True, regions=BANDS) for seed in range(40)]
+    assert all(sample.image.height % TOKEN_SIDE == 0 for sample in samples)
+    assert any(sample.markdown.startswith("| ") for sample in samples)  # table rows
+    assert any(sample.markdown.startswith("#") for sample in samples)  # headings
+    assert any(sample.markdown.startswith("**") for sample in samples)  # bold labels

@@ -306,3 +306,22 @@ def test_micro_batches_give_the_whole_batch_gradient(tmp_path):
     assert whole_count == 1 and micro_count > 2
     assert micro_losses == pytest.approx(whole_losses, rel=1e-4)
     assert ((micro_gradient - whole_gradient).norm() / whole_gradient.norm()).item() < 0.02
+
+
+def test_band_stages_train_on_bands_at_their_stages_learning_rate(tmp_path):
+    regions = {"max_height": 32, "margin": 16, "crop_columns": True, "cut_between_lines": True, "text_height": 19}
+    recipe = {
+        **SMALL_RECIPE,
+        "regions": regions,
+        "evaluation": {"every_steps": 100, "samples_per_level": 2, "max_new_tokens": 8},
+        "stages": [
+            {"steps": 1, "levels": {"word": 1.0}, "batch_size": 2},
+            {"steps": 2, "levels": {"band": 1.0}, "batch_size": 2, "lr_scale": 0.25, "random_text": 1.0},
+        ],
+    }
+    train(parse_train_config(recipe, "test"), tmp_path, Budget(max_steps=3))
+    records = [record for record in metrics(tmp_path) if "loss" in record]
+    assert [record["lr"] for record in records] == pytest.approx([3e-3, 7.5e-4, 7.5e-4])
+    assert all(record["loss"] > 0 for record in records)
+    with pytest.raises(ConfigError, match="regions"):
+        parse_train_config({**recipe, "regions": None}, "test")

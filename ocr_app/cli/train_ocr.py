@@ -130,11 +130,11 @@ def reliance(
         print(f"step {trainer.state.step}: answer loss, nats/token (own image / another's)")
         for name in levels:
             for random_text in (False, True):
-                right, wrong = trainer.image_reliance(held_out_examples(name, samples, random_text))
+                right, wrong = trainer.image_reliance(held_out_examples(name, samples, random_text, trainer.config.regions))
                 text = "random words" if random_text else "stock text"
                 print(f"{name:6} {text:12} {right:.3f} / {wrong:.3f}  gap {wrong - right:.3f}")
             if name != "word":
-                first, later = trainer.word_start_losses(held_out_examples(name, samples, random_text=True))
+                first, later = trainer.word_start_losses(held_out_examples(name, samples, True, trainer.config.regions))
                 print(f"{name:6} random words, loss at a word's first letter: first word {first:.3f}, later words {later:.3f}")
 
 

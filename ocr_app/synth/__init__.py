@@ -6,7 +6,9 @@
 
 Levels form a curriculum: `word` (one token), `line` (one line of text),
 `block` (one to three consecutive blocks of a document: headings, paragraphs,
-tables), `page` (a whole invoice, letter, article, receipt or form).  Words and
+tables), `page` (a whole invoice, letter, article, receipt or form).  `band` is
+one band of such blocks as `ocr_app.regions` cuts a page for a reader of lines
+(see `ocr_app.synth.bands`); it needs that cut's `RegionSplit`.  Words and
 lines take a few ms, pages tens of ms.  The same seed (an int, or a
 `random.Random` whose state is then advanced) gives the same image and text.
 
@@ -24,13 +26,15 @@ from typing import Literal
 
 from PIL import Image
 
+from ocr_app.config import RegionSplit
 from ocr_app.synth import text
+from ocr_app.synth.bands import draw_band
 from ocr_app.synth.degrade import DEGRADATIONS, degrade
 from ocr_app.synth.documents import BUILDERS, KINDS, to_markdown, with_random_words
 from ocr_app.synth.render import A4_RATIO, random_style, render_blocks, render_line
 
-Level = Literal["word", "line", "block", "page"]
-LEVELS: tuple[str, ...] = ("word", "line", "block", "page")
+Level = Literal["word", "line", "block", "page", "band"]
+LEVELS: tuple[str, ...] = ("word", "line", "block", "page", "band")
 # Far above any counter a training loop reaches, so plain 0, 1, 2, ... never collide.
 BENCHMARK_SEEDS = range(2**40, 2**40 + 2**20)
 PAGE_WIDTH = 880  # A4 at about 106 dpi
@@ -78,16 +82,19 @@ def make_sample(
     random_text: bool = False,
     placement: Placement = "sheet",
     bold: float = 0.0,
+    regions: RegionSplit | None = None,
 ) -> Sample:
     """One synthetic image with its ground truth; `kind` and `degradation` are drawn from the seed when None.
 
     `random_text`: words, lines, headings, labels and paragraphs are words drawn independently, half of
     them invented (`text.random_words`), instead of the documents' stock phrases; the layout is the same.
     `placement`: the blank margins of a word or line (see `_margins`); `bold`: the share of words and
-    lines that start with bold words (see `_bold_words`).
+    lines that start with bold words (see `_bold_words`); `regions`: how a band is cut (the band level only).
     """
     if level not in LEVELS:
         raise ValueError(f"unknown level '{level}' (levels: {', '.join(LEVELS)})")
+    if level == "band" and regions is None:
+        raise ValueError("the band level needs the RegionSplit that cuts a page into bands")
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown kind '{kind}' (kinds: {', '.join(KINDS)})")
     if degradation is not None and degradation not in DEGRADATIONS:
@@ -115,6 +122,10 @@ def make_sample(
         style = random_style(rng, ("mono", "condensed") if receipt else ("sans", "serif", "condensed"),
                              (12, 15) if receipt else (14, 19))
         width = rng.randint(380, 460) if receipt else PAGE_WIDTH
+        if level == "band":
+            start = rng.randrange(len(blocks))
+            image, markdown = draw_band(rng, blocks[start : start + rng.randint(1, 3)], style, width, degradation, regions)
+            return Sample(image, markdown, level, kind, degradation)
         if level == "block":
             start = rng.randrange(len(blocks))
             blocks = blocks[start : start + rng.randint(1, 3)]

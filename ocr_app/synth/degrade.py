@@ -30,10 +30,11 @@ DEGRADATIONS: dict[str, Damage] = {
 }
 
 
-def degrade(image: Image.Image, level: str, rng: random.Random) -> Image.Image:
-    """`image` (RGB) with the damage of `level` (one of DEGRADATIONS) applied."""
+def degrade(image: Image.Image, level: str, rng: random.Random, turn: bool = True) -> Image.Image:
+    """`image` (RGB) with the damage of `level` (one of DEGRADATIONS) applied; `turn=False` leaves out the
+    rotation (and draws no angle)."""
     damage = DEGRADATIONS[level]
-    if damage.max_rotation_deg:
+    if damage.max_rotation_deg and turn:
         angle = rng.uniform(-damage.max_rotation_deg, damage.max_rotation_deg)
         paper = image.getpixel((0, 0))
         image = image.rotate(angle, resample=Image.Resampling.BICUBIC, expand=False, fillcolor=paper)

@@ -48,12 +48,12 @@ def block_markdown(block: Block) -> str:
     if isinstance(block, Paragraph):
         body = f"**{block.text}**" if block.bold else block.text
         return f"**{block.label}** {body}" if block.label else body
-    lines = [_row(block.header), _row(tuple("---:" if right else "---" for right in block.numeric))]
-    lines += [_row(row) for row in block.rows]
+    lines = [table_row(block.header), table_row(tuple("---:" if right else "---" for right in block.numeric))]
+    lines += [table_row(row) for row in block.rows]
     return "\n".join(lines)
 
 
-def _row(cells: tuple[str, ...]) -> str:
+def table_row(cells: tuple[str, ...]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 

@@ -64,6 +64,26 @@ def random_style(rng: random.Random, families: tuple[str, ...] = ("sans", "serif
 HEADING_SCALE = {1: 1.6, 2: 1.3, 3: 1.15}
 
 
+@dataclass(frozen=True)
+class Placed:
+    """A word drawn on the page: where, in which face, and whose it is (the block's index in the document,
+    its table cell as (row, column) with the header as row 0, and its index among the words of that block
+    or cell), so the text of any stretch of rows can be written back as Markdown."""
+
+    x: float
+    y: float
+    word: str
+    face: ImageFont.FreeTypeFont
+    block: int
+    cell: tuple[int, int] | None
+    index: int
+
+    def ink_rows(self) -> tuple[int, int]:
+        """(first, end) rows of the word's ink on the page, end exclusive."""
+        _, top, _, bottom = self.face.getbbox(self.word)
+        return round(self.y + top), round(self.y + bottom)
+
+
 class _Layout:
     """Records text and rules at positions; `draw` paints them once the size is known."""
 
@@ -73,8 +93,9 @@ class _Layout:
         self.left = style.margin
         self.right = width - style.margin
         self.y = style.margin
-        self.texts: list[tuple[float, float, str, ImageFont.FreeTypeFont]] = []
+        self.texts: list[Placed] = []
         self.rules: list[tuple[float, float, float, float]] = []
+        self.block = -1
 
     @staticmethod
     def line_height(face: ImageFont.FreeTypeFont) -> int:
@@ -96,20 +117,24 @@ class _Layout:
                 lines[-1].append((word, face, size))
         return lines
 
-    def place_lines(self, lines, left: float, width: float, top: float, align: str, height: int) -> float:
+    def place_lines(self, lines, left: float, width: float, top: float, align: str, height: int,
+                    cell: tuple[int, int] | None = None) -> float:
         y = top
+        index = 0
         for line in lines:
             spaces = [face.getlength(" ") for _, face, _ in line[1:]]
             total = sum(size for _, _, size in line) + sum(spaces)
             x = left + {"left": 0.0, "center": (width - total) / 2, "right": width - total}[align]
-            for index, (word, face, size) in enumerate(line):
-                self.texts.append((x, y, word, face))
-                x += size + (spaces[index] if index < len(spaces) else 0.0)
+            for position, (word, face, size) in enumerate(line):
+                self.texts.append(Placed(x, y, word, face, self.block, cell, index))
+                index += 1
+                x += size + (spaces[position] if position < len(spaces) else 0.0)
             y += height
         return y
 
     def add(self, block: Block) -> None:
         style = self.style
+        self.block += 1
         if isinstance(block, Heading):
             face = style.font(bold=True, scale=HEADING_SCALE.get(block.level, 1.0))
             lines = self.wrap([(block.text, face)], self.right - self.left)
@@ -151,7 +176,8 @@ class _Layout:
             cells = [self.wrap([(cell, face)], widths[c] - 2 * pad) for c, cell in enumerate(row)]
             for c, lines in enumerate(cells):
                 align = "right" if table.numeric[c] and row_index > 0 else "left"
-                self.place_lines(lines, edges[c] + pad, widths[c] - 2 * pad, row_tops[-1] + pad / 2, align, height)
+                self.place_lines(lines, edges[c] + pad, widths[c] - 2 * pad, row_tops[-1] + pad / 2, align, height,
+                                 (row_index, c))
             row_tops.append(row_tops[-1] + max(len(lines) for lines in cells) * height + pad)
         bottom = row_tops[-1]
         if self.style.grid == "full":
@@ -166,17 +192,22 @@ class _Layout:
         pen = ImageDraw.Draw(image)
         for x0, y0, x1, y1 in self.rules:
             pen.line([(x0, y0), (x1, y1)], fill=self.style.ink, width=1)
-        for x, y, word, face in self.texts:
-            pen.text((x, y), word, font=face, fill=self.style.ink)
+        for placed in self.texts:
+            pen.text((placed.x, placed.y), placed.word, font=placed.face, fill=self.style.ink)
         return image
 
 
 def render_blocks(blocks: tuple[Block, ...], style: Style, width: int, min_height: int = 0) -> Image.Image:
     """The blocks drawn top to bottom on a page `width` wide, as tall as they need (at least `min_height`)."""
+    return place_blocks(blocks, style, width, min_height)[0]
+
+
+def place_blocks(blocks: tuple[Block, ...], style: Style, width: int, min_height: int = 0) -> tuple[Image.Image, list[Placed]]:
+    """`render_blocks`, and every word drawn with where it is."""
     layout = _Layout(style, width)
     for block in blocks:
         layout.add(block)
-    return layout.draw(max(min_height, round(layout.y + style.margin)))
+    return layout.draw(max(min_height, round(layout.y + style.margin))), layout.texts
 
 
 def render_line(content: str, style: Style, bold_words: int = 0, margins: tuple[int, int, int, int] = (0, 0, 0, 0)) -> Image.Image:

@@ -32,6 +32,8 @@ class Stage(_Strict):
     placement: Placement = "sheet"
     # Share of words and lines starting with bold words, as labels and headings are (`ocr_app.synth._bold_words`).
     bold: float = Field(default=0.0, ge=0.0, le=1.0)
+    # The optimizer's learning rate is multiplied by this during the stage (a lower rate settles the weights).
+    lr_scale: float = Field(default=1.0, gt=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _known_levels(self) -> Stage:
@@ -97,6 +99,12 @@ class TrainConfig(_Strict):
     log_every_steps: int = 10
     checkpoint_every_steps: int = 200
     checkpoint_every_minutes: float = 10.0
+
+    @model_validator(mode="after")
+    def _bands_need_regions(self) -> TrainConfig:
+        if self.regions is None and any(stage.levels.get("band", 0) > 0 for stage in self.stages):
+            raise ValueError("the band level cuts pages as [regions] does: a recipe with band stages needs [regions]")
+        return self
 
     def stage_at(self, step: int) -> Stage:
         """The stage that step `step` (0-based) belongs to; the last stage runs on forever."""

@@ -20,6 +20,7 @@ import torch
 from PIL import Image
 from transformers import AutoProcessor
 
+from ocr_app.config import RegionSplit
 from ocr_app.prompts import page_messages
 from ocr_app.synth import LEVELS, check_training_seeds, make_sample, training_seeds
 from ocr_app.train_ocr.config import Stage
@@ -43,8 +44,9 @@ def sample_seeds(start: int, count: int) -> list[int]:
     return seeds
 
 
-def draw_examples(start: int, count: int, stage: Stage) -> list[Example]:
-    """Samples start .. start+count-1 of the training stream, each at a level drawn from the stage's weights."""
+def draw_examples(start: int, count: int, stage: Stage, regions: RegionSplit | None = None) -> list[Example]:
+    """Samples start .. start+count-1 of the training stream, each at a level drawn from the stage's weights
+    (`regions`: how the band level cuts a page, as the exported model's preset does)."""
     seeds = sample_seeds(start, count)
     levels, weights = zip(*stage.levels.items())
     examples = []
@@ -53,15 +55,15 @@ def draw_examples(start: int, count: int, stage: Stage) -> list[Example]:
         level = rng.choices(levels, weights=weights)[0]
         # Drawn only when used, so a stage without random text sees the samples it always saw.
         random_text = stage.random_text > 0 and rng.random() < stage.random_text
-        sample = make_sample(rng, level, random_text=random_text, placement=stage.placement, bold=stage.bold)
+        sample = make_sample(rng, level, random_text=random_text, placement=stage.placement, bold=stage.bold, regions=regions)
         examples.append(Example(sample.image, sample.markdown, level))
     return examples
 
 
-def held_out_examples(level: str, count: int, random_text: bool = False) -> list[Example]:
+def held_out_examples(level: str, count: int, random_text: bool = False, regions: RegionSplit | None = None) -> list[Example]:
     """A fixed evaluation set for one level, disjoint from the training stream and the benchmark."""
     seeds = sample_seeds(HELD_OUT_START + LEVELS.index(level) * 2**20, count)
-    samples = [make_sample(seed, level, random_text=random_text) for seed in seeds]
+    samples = [make_sample(seed, level, random_text=random_text, regions=regions) for seed in seeds]
     return [Example(sample.image, sample.markdown, level) for sample in samples]
 
 
@@ -183,8 +185,10 @@ def noisy_history(inputs: dict[str, torch.Tensor], share: float, generator: torc
     return {**inputs, "input_ids": input_ids}
 
 
-def encoded_batch(encoder: Encoder, position: int, stage: Stage, max_tokens: int) -> TrainingBatch:
-    batch = encoder.micro_batches(draw_examples(position, stage.batch_size, stage), max_tokens)
+def encoded_batch(
+    encoder: Encoder, position: int, stage: Stage, max_tokens: int, regions: RegionSplit | None = None
+) -> TrainingBatch:
+    batch = encoder.micro_batches(draw_examples(position, stage.batch_size, stage, regions), max_tokens)
     if stage.history_noise == 0:
         return batch
     # Seeded by the data position, as the samples are: a resumed run sees the same noise.
@@ -204,8 +208,8 @@ def _start_worker(processor_dir: Path, instruction: str) -> None:
     _worker_encoder = Encoder(AutoProcessor.from_pretrained(processor_dir), instruction)
 
 
-def _worker_batch(position: int, stage: Stage, max_tokens: int) -> TrainingBatch:
-    return encoded_batch(_worker_encoder, position, stage, max_tokens)
+def _worker_batch(position: int, stage: Stage, max_tokens: int, regions: RegionSplit | None) -> TrainingBatch:
+    return encoded_batch(_worker_encoder, position, stage, max_tokens, regions)
 
 
 class BatchStream:
@@ -218,9 +222,13 @@ class BatchStream:
     of workers (0: in this process, nothing ahead).
     """
 
-    def __init__(self, encoder: Encoder, processor_dir: Path, instruction: str, workers: int, max_tokens: int):
+    def __init__(
+        self, encoder: Encoder, processor_dir: Path, instruction: str, workers: int, max_tokens: int,
+        regions: RegionSplit | None = None,
+    ):
         self.encoder = encoder
         self.max_tokens = max_tokens
+        self.regions = regions
         self.pool = (
             ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(processor_dir, instruction))
             if workers > 0
@@ -231,11 +239,11 @@ class BatchStream:
     def batches(self, plan: Iterator[tuple[int, Stage]]) -> Iterator[TrainingBatch]:
         if self.pool is None:
             for position, stage in plan:
-                yield encoded_batch(self.encoder, position, stage, self.max_tokens)
+                yield encoded_batch(self.encoder, position, stage, self.max_tokens, self.regions)
             return
         pending: deque[Future] = deque()
         for position, stage in plan:
-            pending.append(self.pool.submit(_worker_batch, position, stage, self.max_tokens))
+            pending.append(self.pool.submit(_worker_batch, position, stage, self.max_tokens, self.regions))
             if len(pending) > self.ahead:
                 yield pending.popleft().result()
 

@@ -35,7 +35,7 @@ TRAINING_STATE_NAME = "training_state.json"
 SINGLE_LINE_LEVELS = ("word", "line")
 METRICS_NAME = "metrics.jsonl"
 # Levels whose text `random_text` replaces (a word level sample becomes one of `text.random_words`).
-RANDOM_TEXT_LEVELS = ("word", "line", "block", "page")
+RANDOM_TEXT_LEVELS = ("word", "line", "block", "page", "band")
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,7 @@ class Trainer:
         self.held_out: dict[str, list[Example]] = {}
         self.held_out_random: dict[str, list[Example]] = {}
         self.stop_requested = False
+        self.step_lr = 0.0
 
     def _new_ema(self) -> AveragedModel:
         ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(self.config.optimizer.ema_decay), use_buffers=True)
@@ -269,8 +270,12 @@ class Trainer:
     def autocast(self):
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
 
-    def train_step(self, training_batch: TrainingBatch) -> tuple[float, float]:
-        """One optimizer step; (answer cross-entropy, CTC loss or 0) as in `accumulate_gradients`."""
+    def train_step(self, training_batch: TrainingBatch, lr_scale: float = 1.0) -> tuple[float, float]:
+        """One optimizer step at the warmup's learning rate times `lr_scale` (the stage's); (answer
+        cross-entropy, CTC loss or 0) as in `accumulate_gradients`."""
+        self.step_lr = self.scheduler.get_last_lr()[0] * lr_scale
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.step_lr
         losses = self.accumulate_gradients(training_batch)
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optimizer.grad_clip)
         self.optimizer.step()
@@ -359,13 +364,15 @@ class Trainer:
         results = {}
         for level in levels:
             if level not in self.held_out:
-                self.held_out[level] = held_out_examples(level, self.config.evaluation.samples_per_level)
+                self.held_out[level] = held_out_examples(level, self.config.evaluation.samples_per_level, regions=self.config.regions)
             examples = self.held_out[level]
             results.update(self._greedy_cer(examples, level))
             if level in RANDOM_TEXT_LEVELS:
                 # Stock text can be recited; on words drawn independently only reading lowers the loss.
                 if level not in self.held_out_random:
-                    self.held_out_random[level] = held_out_examples(level, self.config.evaluation.samples_per_level, True)
+                    self.held_out_random[level] = held_out_examples(
+                        level, self.config.evaluation.samples_per_level, True, self.config.regions
+                    )
                 results.update(self._greedy_cer(self.held_out_random[level], f"random_{level}"))
                 own, other = self.image_reliance(self.held_out_random[level])
                 results[f"random_loss_{level}"], results[f"random_gap_{level}"] = own, other - own
@@ -390,13 +397,14 @@ class Trainer:
         recent_losses: list[tuple[float, float]] = []
         progress = tqdm(total=budget.max_steps, initial=self.state.step, unit="step", mininterval=30, dynamic_ncols=True)
         stream = BatchStream(
-            self.encoder, self.output_dir / "processor", config.prompt, config.data_workers, config.micro_batch_tokens
+            self.encoder, self.output_dir / "processor", config.prompt, config.data_workers, config.micro_batch_tokens,
+            config.regions,
         )
         batches = stream.batches(self._plan())
         try:
             while not self._budget_spent(budget, started):
                 stage = config.stage_at(self.state.step)
-                loss, ctc = self.train_step(next(batches))
+                loss, ctc = self.train_step(next(batches), stage.lr_scale)
                 self.state.step += 1
                 self.state.data_position += stage.batch_size
                 self.state.wall_s = wall_before + time.monotonic() - started
@@ -437,7 +445,7 @@ class Trainer:
             "samples": self.state.data_position,
             "loss": sum(loss for loss, _ in losses) / len(losses),
             "ctc": sum(ctc for _, ctc in losses) / len(losses),
-            "lr": self.scheduler.get_last_lr()[0],
+            "lr": self.step_lr,  # the last step's
             "levels": ",".join(level for level, weight in stage.levels.items() if weight > 0),
             "steps_per_s": steps_done / elapsed,
             "wall_s": round(self.state.wall_s, 1),
