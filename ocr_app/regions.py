@@ -11,7 +11,9 @@ widest run of rows lighter than its letters' bodies: a paragraph set so tight
 that one line's descenders reach the next line's ascenders has no blank row
 between its lines, but rows there hold a fraction of the ink of a row through
 the letters.  Each band is read as its own image; the page's text is
-the bands' texts in reading order, a blank line apart.  A band can also be
+the bands' texts in reading order, a blank line apart (a table's rows, each
+its own band, one line apart, with the delimiter row Markdown needs under the
+first).  A band can also be
 cut to its ink's columns, and a page of small type enlarged, so that a line
 looks like the lines the model was trained on.
 
@@ -192,6 +194,29 @@ def split_page(image: Image.Image, split: RegionSplit, token_side: int) -> list[
     return [cut_band(image, top, bottom, split, scale, token_side, paper) for top, bottom in rows]
 
 
+def is_table_row(text: str) -> bool:
+    """Whether a band's text is a table's row (or rows): `| a | b |` on each line."""
+    lines = text.strip().splitlines()
+    return bool(lines) and all(line.startswith("|") and line.rstrip().endswith("|") for line in lines)
+
+
+def band_separator(previous: list[str], upcoming: str) -> str:
+    """What goes between the texts of the bands read so far and the next band's, which starts with `upcoming`:
+    a blank line, or a line break between two rows of one table, so that its rows stay one Markdown table;
+    under a table's first row (its header) also the delimiter row Markdown needs and no band shows."""
+    if not previous or not is_table_row(previous[-1]) or not upcoming.startswith("|"):
+        return SEPARATOR
+    if len(previous) > 1 and is_table_row(previous[-2]):
+        return "\n"
+    cells = previous[-1].strip().splitlines()[0].count("|") - 1
+    return "\n|" + " --- |" * cells + "\n"
+
+
+def joined_text(texts: list[str]) -> str:
+    """The page's text from its bands' texts, in order (see `band_separator`)."""
+    return "".join((band_separator(texts[:index], text) if index else "") + text for index, text in enumerate(texts))
+
+
 def join_regions(regions: list[PageText], wall_s: float) -> PageText:
     """One page from its bands' readings, in order; `wall_s` is the page's, from its first band to its last."""
     specs = [region.metrics.spec for region in regions if region.metrics.spec is not None]
@@ -210,10 +235,32 @@ def join_regions(regions: list[PageText], wall_s: float) -> PageText:
         retried=any(region.metrics.retried for region in regions),
     )
     return PageText(
-        text=SEPARATOR.join(region.text for region in regions),
+        text=joined_text([region.text for region in regions]),
         token_ids=tuple(token for region in regions for token in region.token_ids),
         metrics=metrics,
     )
+
+
+class _SeparatedStream:
+    """Passes a band's streamed text on, preceded by its separator from the bands before (none for the first
+    band), which depends on how the band's text starts: it is sent with the band's first text."""
+
+    def __init__(self, on_text: TextCallback, previous: list[str]):
+        self.on_text = on_text
+        self.previous = previous
+        self.separated = not previous
+
+    def __call__(self, chunk: str) -> None:
+        if chunk and not self.separated:
+            self.on_text(band_separator(self.previous, chunk))
+            self.separated = True
+        if chunk:
+            self.on_text(chunk)
+
+    def finish(self) -> None:
+        """After the band is read: the separator of a band read as nothing."""
+        if not self.separated:
+            self.on_text(band_separator(self.previous, ""))
 
 
 class ReadByRegions(WrappedEngine):
@@ -226,11 +273,12 @@ class ReadByRegions(WrappedEngine):
 
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         started = time.perf_counter()
-        regions = []
-        for index, band in enumerate(split_page(image, self.split, self.token_side)):
-            if index and on_text is not None:
-                on_text(SEPARATOR)
-            regions.append(self.engine.read(band, settings, on_text))
+        regions: list[PageText] = []
+        for band in split_page(image, self.split, self.token_side):
+            streamed = _SeparatedStream(on_text, [region.text for region in regions]) if on_text is not None else None
+            regions.append(self.engine.read(band, settings, streamed))
+            if streamed is not None:
+                streamed.finish()
         return join_regions(regions, time.perf_counter() - started)
 
     def read_many(

@@ -11,8 +11,10 @@ from PIL import Image, ImageDraw
 from ocr_app.config import RegionSplit
 from ocr_app.engines import GenerationSettings
 from ocr_app.regions import (
-    MAX_ENLARGEMENT, SEPARATOR, ReadByRegions, band_rows, ink_per_row, ink_rows, line_height, split_page,
+    MAX_ENLARGEMENT, SEPARATOR, ReadByRegions, _SeparatedStream, band_rows, ink_per_row, ink_rows, joined_text,
+    line_height, split_page,
 )
+from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
 from ocr_app.synth.render import random_style, render_line
 
@@ -148,3 +150,26 @@ def test_reading_by_regions_is_reading_each_band(hf_engine):
     assert sorted(in_bulk) == ["a", "b", "c"]
     for key, image in pages:
         assert in_bulk[key].text == engine.read(image, settings).text
+
+
+BANDS_READ = ["# Fatura", "| Ürün | Tutar |", "| Un (kg) | 472,50 TL |", "| Şeker | 425,00 TL |", "", "Toplam: 897,50 TL"]
+
+
+def test_a_tables_rows_read_as_bands_are_joined_into_one_markdown_table():
+    text = joined_text(BANDS_READ)
+    assert text == (
+        "# Fatura\n\n| Ürün | Tutar |\n| --- | --- |\n| Un (kg) | 472,50 TL |\n| Şeker | 425,00 TL |\n\n\n\nToplam: 897,50 TL"
+    )
+    reference = "# Fatura\n\n| Ürün | Tutar |\n| --- | ---: |\n| Un (kg) | 472,50 TL |\n| Şeker | 425,00 TL |\n\nToplam: 897,50 TL"
+    assert normalize(text) == normalize(reference)
+    assert joined_text(["metin", "| a |"]) == "metin" + SEPARATOR + "| a |"  # a row after prose starts a table
+
+
+def test_streamed_bands_carry_the_same_separators_as_the_joined_text():
+    pieces: list[str] = []
+    for index, text in enumerate(BANDS_READ):
+        stream = _SeparatedStream(pieces.append, BANDS_READ[:index])
+        for start in range(0, len(text), 3):  # streamed a few characters at a time, as tokens come
+            stream(text[start : start + 3])
+        stream.finish()
+    assert "".join(pieces) == joined_text(BANDS_READ)
