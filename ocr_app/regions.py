@@ -86,9 +86,8 @@ def inner_runs(inked: np.ndarray) -> list[tuple[int, int]]:
 def valley_row(ink: np.ndarray) -> int | None:
     """In a band's rows (`ink`: [h] ink pixels per row), the middle of the widest run of light rows with ink
     on both sides and letters' bodies beyond: the space between two lines, descenders above and ascenders
-    below.  The widest, not the
-    lightest row: a line's accents can part from its letters by a row lighter than the space above them.
-    None if there is no such run (one line, or lines skewed into each other)."""
+    below.  The widest, not the lightest row: a line's accents can part from its letters by a row lighter
+    than the space above them.  None if there is no such run (one line, or lines skewed into each other)."""
     body = ink >= BODY_SHARE * ink.max()  # [h]
     runs = [(start, end) for start, end in inner_runs(ink >= LIGHT_SHARE * ink.max()) if body[:start].any() and body[end:].any()]
     if not runs:
@@ -251,11 +250,12 @@ class _SeparatedStream:
         self.separated = not previous
 
     def __call__(self, chunk: str) -> None:
-        if chunk and not self.separated:
+        if not chunk:
+            return
+        if not self.separated:
             self.on_text(band_separator(self.previous, chunk))
             self.separated = True
-        if chunk:
-            self.on_text(chunk)
+        self.on_text(chunk)
 
     def finish(self) -> None:
         """After the band is read: the separator of a band read as nothing."""
