@@ -123,8 +123,12 @@ def band_cuts(ink: np.ndarray, inked: np.ndarray, top: int, bottom: int, split: 
 
 def band_rows(image: Image.Image, split: RegionSplit) -> list[tuple[int, int]]:
     """(first, end) rows of each band's ink, top to bottom, end exclusive; none for a page without ink."""
-    ink = ink_per_row(image)
-    inked = ink > INK_SHARE * image.width
+    return rows_of_bands(ink_per_row(image), image.width, split)
+
+
+def rows_of_bands(ink: np.ndarray, width: int, split: RegionSplit) -> list[tuple[int, int]]:
+    """`band_rows` of a page `width` wide from its ink per row ([H])."""
+    inked = ink > INK_SHARE * width
     rows = np.flatnonzero(inked)
     if rows.size == 0:
         return []
@@ -152,11 +156,8 @@ def enlargement(heights: list[int], text_height: int | None) -> float:
     return min(MAX_ENLARGEMENT, max(1.0, text_height / float(np.median(heights))))
 
 
-def page_enlargement(image: Image.Image, rows: list[tuple[int, int]], text_height: int | None) -> float:
-    """`enlargement` of the bands at `rows` of `image`."""
-    if text_height is None:
-        return 1.0
-    ink = ink_per_row(image)
+def page_enlargement(ink: np.ndarray, rows: list[tuple[int, int]], text_height: int | None) -> float:
+    """`enlargement` of the bands at `rows` of a page with `ink` pixels per row ([H])."""
     return enlargement([line_height(ink[top:bottom]) for top, bottom in rows], text_height)
 
 
@@ -185,10 +186,11 @@ def split_page(image: Image.Image, split: RegionSplit, token_side: int) -> list[
     the model still sees it.  Bands are a whole number of visual tokens (`token_side`, the pixel budget's
     factor) high, so the processor does not resize them (a 46-row band of one line would be squeezed to 32
     rows, its letters to 70% of their height)."""
-    rows = band_rows(image, split)
+    ink = ink_per_row(image)
+    rows = rows_of_bands(ink, image.width, split)
     if not rows:
         return [image]
-    scale = page_enlargement(image, rows, split.text_height)
+    scale = page_enlargement(ink, rows, split.text_height)
     paper = paper_color(image)
     return [cut_band(image, top, bottom, split, scale, token_side, paper) for top, bottom in rows]
 

@@ -19,6 +19,7 @@ from ocr_app.synth import (
     training_seeds,
 )
 from ocr_app.config import RegionSplit
+from ocr_app.regions import ink_per_row
 from ocr_app.synth import text
 from ocr_app.synth.bands import TOKEN_SIDE, band_markdown, words_by_band
 from ocr_app.synth.documents import BUILDERS, Table, to_markdown, with_random_words
@@ -182,7 +183,7 @@ def test_a_documents_bands_hold_all_its_words_once_each_written_as_in_its_markdo
     blocks = BUILDERS[kind](rng)
     blocks = with_random_words(blocks, rng) if random_text else blocks
     page, placed = place_blocks(blocks, random_style(rng), 880)
-    rows, words_in = words_by_band(page, placed, BANDS)
+    rows, words_in = words_by_band(page, ink_per_row(page), placed, BANDS)
     assert sum(len(words) for words in words_in) == len(placed)
     markdowns = [band_markdown(blocks, words) for words in words_in if words]
     assert sorted(_words("\n".join(markdowns))) == sorted(_words(to_markdown(blocks)))

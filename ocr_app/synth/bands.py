@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 from PIL import Image
 
 from ocr_app.config import RegionSplit
-from ocr_app.regions import band_rows, cut_band, page_enlargement, paper_color
+from ocr_app.regions import cut_band, ink_per_row, page_enlargement, paper_color, rows_of_bands
 from ocr_app.synth.degrade import degrade
 from ocr_app.synth.documents import Block, Heading, Paragraph, Table, table_row
 from ocr_app.synth.render import Placed, Style, place_blocks
@@ -69,10 +70,12 @@ def _middle_row(word: Placed) -> float:
     return (top + bottom) / 2
 
 
-def words_by_band(page: Image.Image, placed: list[Placed], split: RegionSplit) -> tuple[list[tuple[int, int]], list[list[Placed]]]:
-    """The bands `split` cuts `page` into (rows, as `regions.band_rows`), and the words drawn in each: those
-    whose ink's middle row lies in it."""
-    rows = band_rows(page, split)
+def words_by_band(
+    page: Image.Image, ink: np.ndarray, placed: list[Placed], split: RegionSplit
+) -> tuple[list[tuple[int, int]], list[list[Placed]]]:
+    """The bands `split` cuts `page` (`ink`: its ink pixels per row) into (rows, as `regions.band_rows`), and
+    the words drawn in each: those whose ink's middle row lies in it."""
+    rows = rows_of_bands(ink, page.width, split)
     return rows, [[word for word in placed if top <= _middle_row(word) < bottom] for top, bottom in rows]
 
 
@@ -82,7 +85,8 @@ def draw_band(
     """One band of `blocks` drawn `width` wide, cut and enlarged by `split` as `ocr-read` would cut their page,
     with the `degradation`'s damage, and its Markdown.  Only bands holding words are picked."""
     page, placed = place_blocks(blocks, style, width)
-    rows, words_in = words_by_band(page, placed, split)
+    ink = ink_per_row(page)
+    rows, words_in = words_by_band(page, ink, placed, split)
     choices = [index for index, words in enumerate(words_in) if words]
     index = rng.choice(choices)
     top, bottom = rows[index]
@@ -90,6 +94,6 @@ def draw_band(
     # and compression for a fraction of the pixels.  Not turned: a turned band would hold other words.
     above, below = max(0, top - split.margin), min(page.height, bottom + split.margin)
     stretch = degrade(page.crop((0, above, page.width, below)), degradation, rng, turn=False)
-    scale = page_enlargement(page, rows, split.text_height)
+    scale = page_enlargement(ink, rows, split.text_height)
     image = cut_band(stretch, top - above, bottom - above, split, scale, TOKEN_SIDE, paper_color(stretch))
     return image, band_markdown(blocks, words_in[index])
