@@ -82,11 +82,16 @@ class RegionSplit(_Strict):
     # or tails) is under this many rows has its bands enlarged to it (at most MAX_ENLARGEMENT times; margins are
     # in enlarged rows): a small reader reads small type better enlarged.
     text_height: int | None = None
+    # A band whose ink parts at blank columns this many times its line's height wide (a table's row, columns
+    # set apart by space: words are a third of it apart) is read cell by cell and written as a table row.
+    cell_gap: float | None = None
 
     @model_validator(mode="after")
     def _positive(self) -> RegionSplit:
         if self.max_height < 32 or self.min_gap < 1 or self.margin < 0 or (self.text_height or 8) < 8:
             raise ValueError("need max_height >= 32, min_gap >= 1, margin >= 0 and text_height >= 8")
+        if self.cell_gap is not None and (self.cell_gap <= 0 or not self.crop_columns):
+            raise ValueError("cell_gap must be positive and needs crop_columns")
         return self
 
 

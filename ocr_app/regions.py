@@ -62,13 +62,26 @@ def ink_rows(image: Image.Image) -> np.ndarray:
     return ink_per_row(image) > INK_SHARE * image.width
 
 
-def ink_columns(image: Image.Image, top: int, bottom: int, margin: int) -> tuple[int, int]:
-    """(left, right) columns of the ink in rows top..bottom-1, widened by `margin` on each side within the page."""
+def inked_columns(image: Image.Image, top: int, bottom: int) -> np.ndarray:
+    """[W] bool: the columns of `image` with ink in rows top..bottom-1."""
     gray = np.asarray(image.crop((0, top, image.width, bottom)).convert("L"), dtype=np.int16)  # [h, W]
-    inked = np.flatnonzero((gray < int(np.median(gray)) - INK_CONTRAST).any(axis=0))
-    if inked.size == 0:
-        return 0, image.width
-    return max(0, int(inked[0]) - margin), min(image.width, int(inked[-1]) + 1 + margin)
+    return (gray < int(np.median(gray)) - INK_CONTRAST).any(axis=0)
+
+
+def cell_columns(inked: np.ndarray, gap: int, margin: int) -> list[tuple[int, int]]:
+    """(left, right) columns, right exclusive, of each cell of a band whose inked columns are `inked` ([W]
+    bool): runs of ink parted by blank runs at least `gap` columns wide, each widened by `margin` on either
+    side but not past the middle of a gap (nor the band's edges).  One cell, the whole width, without ink."""
+    ink = np.flatnonzero(inked)
+    if ink.size == 0:
+        return [(0, inked.size)]
+    gaps = [(start, end) for start, end in inner_runs(inked) if end - start >= gap]
+    starts, ends = [int(ink[0])] + [end for _, end in gaps], [start for start, _ in gaps] + [int(ink[-1]) + 1]
+    middles = [(start + end) // 2 for start, end in gaps]
+    return [
+        (max(low, start - margin), min(high, end + margin))
+        for start, end, low, high in zip(starts, ends, [0] + middles, middles + [inked.size])
+    ]
 
 
 def blank_runs(inked: np.ndarray) -> list[tuple[int, int]]:
@@ -156,22 +169,62 @@ def enlargement(heights: list[int], text_height: int | None) -> float:
     return min(MAX_ENLARGEMENT, max(1.0, text_height / float(np.median(heights))))
 
 
-def page_enlargement(ink: np.ndarray, rows: list[tuple[int, int]], text_height: int | None) -> float:
-    """`enlargement` of the bands at `rows` of a page with `ink` pixels per row ([H])."""
-    return enlargement([line_height(ink[top:bottom]) for top, bottom in rows], text_height)
+def line_heights(ink: np.ndarray, rows: list[tuple[int, int]]) -> list[int]:
+    """`line_height` of each band at `rows` of a page with `ink` pixels per row ([H])."""
+    return [line_height(ink[top:bottom]) for top, bottom in rows]
 
 
 def paper_color(image: Image.Image) -> tuple[int, ...]:
     return tuple(int(v) for v in np.median(np.asarray(image.convert("RGB")).reshape(-1, 3), axis=0))
 
 
+def band_columns(image: Image.Image, top: int, bottom: int, split: RegionSplit) -> tuple[int, int]:
+    """(left, right) columns of rows top..bottom-1 of `image` read whole: the page's width, or with
+    `split.crop_columns` their ink's columns widened by `split.margin`."""
+    if not split.crop_columns:
+        return 0, image.width
+    [columns] = cell_columns(inked_columns(image, top, bottom), image.width, split.margin)
+    return columns
+
+
+def table_cells(
+    image: Image.Image, rows: list[tuple[int, int]], heights: list[int], split: RegionSplit
+) -> list[list[tuple[int, int] | None]]:
+    """(left, right) columns of each cell of each band at `rows` (lines `heights` high), None for a cell
+    without ink.  A band is one cell (`band_columns`) unless it is one of two or more bands in a row whose
+    ink parts at blank columns `split.cell_gap` times their line's height wide (words are a third of it
+    apart): a table's rows, with its columns set apart by space alone.  Those bands are all cut where every
+    one of them is blank, so that each row has the table's columns, even a row with an empty cell."""
+    whole = [[band_columns(image, top, bottom, split)] for top, bottom in rows]
+    if split.cell_gap is None:
+        return whole
+    inked = [inked_columns(image, top, bottom) for top, bottom in rows]  # each [W] bool
+    gaps = [max(1, round(split.cell_gap * height)) for height in heights]
+    parted = np.array([len(cell_columns(ink, gap, split.margin)) > 1 for ink, gap in zip(inked, gaps)])
+    cells: list[list[tuple[int, int] | None]] = list(whole)
+    for start, end in blank_runs(~parted):  # runs of parted bands
+        if end - start < 2:
+            continue
+        table = cell_columns(np.any(inked[start:end], axis=0), int(np.median(gaps[start:end])), split.margin)
+        for band in range(start, end):
+            cells[band] = [columns if inked[band][columns[0] : columns[1]].any() else None for columns in table]
+    return cells
+
+
 def cut_band(
-    image: Image.Image, top: int, bottom: int, split: RegionSplit, scale: float, token_side: int, paper: tuple[int, ...]
+    image: Image.Image,
+    top: int,
+    bottom: int,
+    columns: tuple[int, int],
+    split: RegionSplit,
+    scale: float,
+    token_side: int,
+    paper: tuple[int, ...],
 ) -> Image.Image:
-    """Rows top..bottom-1 of `image` as the model reads them: cut to their ink's columns (with
-    `split.crop_columns`), enlarged by `scale`, with `split.margin` rows of `paper` above and below, and
-    padded to a whole number of visual tokens (`token_side`) high."""
-    left, right = (0, image.width) if not split.crop_columns else ink_columns(image, top, bottom, split.margin)
+    """Rows top..bottom-1 and `columns` (left, right exclusive) of `image` as the model reads them: enlarged by
+    `scale`, with `split.margin` rows of `paper` above and below, and padded to a whole number of visual tokens
+    (`token_side`) high."""
+    left, right = columns
     band = image.crop((left, top, right, bottom))
     if scale > 1.0:
         band = band.resize((round(band.width * scale), round(band.height * scale)), Image.Resampling.BICUBIC)
@@ -180,8 +233,9 @@ def cut_band(
     return ImageOps.expand(band, border=border, fill=paper)
 
 
-def split_page(image: Image.Image, split: RegionSplit, token_side: int) -> list[Image.Image]:
-    """The page's bands (see `cut_band`), each with at least `split.margin` rows of paper above and below its
+def page_regions(image: Image.Image, split: RegionSplit, token_side: int) -> list[list[Image.Image | None]]:
+    """The page's bands, each as the images of its cells (`table_cells`: one for a band read whole, None for
+    a table's empty cell), cut by `cut_band`: with at least `split.margin` rows of paper above and below their
     ink, as the blocks the model was trained on have.  A page without ink is one band: the whole page, so
     the model still sees it.  Bands are a whole number of visual tokens (`token_side`, the pixel budget's
     factor) high, so the processor does not resize them (a 46-row band of one line would be squeezed to 32
@@ -189,10 +243,19 @@ def split_page(image: Image.Image, split: RegionSplit, token_side: int) -> list[
     ink = ink_per_row(image)
     rows = rows_of_bands(ink, image.width, split)
     if not rows:
-        return [image]
-    scale = page_enlargement(ink, rows, split.text_height)
+        return [[image]]
+    heights = line_heights(ink, rows)
+    scale = enlargement(heights, split.text_height)
     paper = paper_color(image)
-    return [cut_band(image, top, bottom, split, scale, token_side, paper) for top, bottom in rows]
+    return [
+        [None if columns is None else cut_band(image, top, bottom, columns, split, scale, token_side, paper) for columns in cells]
+        for (top, bottom), cells in zip(rows, table_cells(image, rows, heights, split))
+    ]
+
+
+def split_page(image: Image.Image, split: RegionSplit, token_side: int) -> list[Image.Image]:
+    """Every image the model reads of the page (`page_regions`), bands in order, a band's cells left to right."""
+    return [cell for band in page_regions(image, split, token_side) for cell in band if cell is not None]
 
 
 def is_table_row(text: str) -> bool:
@@ -218,28 +281,49 @@ def joined_text(texts: list[str]) -> str:
     return "".join((band_separator(texts[:index], text) if index else "") + text for index, text in enumerate(texts))
 
 
-def join_regions(regions: list[PageText], wall_s: float) -> PageText:
-    """One page from its bands' readings, in order; `wall_s` is the page's, from its first band to its last."""
-    specs = [region.metrics.spec for region in regions if region.metrics.spec is not None]
+def table_row(cells: tuple[str, ...] | list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def cell_text(text: str) -> str:
+    """A cell's reading as a table's cell is written: one line, no pipes, no emphasis (cells are plain, as
+    in the benchmark's tables, though a header's may be set in bold)."""
+    return " ".join(text.replace("**", "").replace("|", " ").split())
+
+
+def merged(readings: list[PageText], text: str, wall_s: float) -> PageText:
+    """One reading of the `readings` of a page's parts, in order, whose joined text is `text`."""
+    specs = [reading.metrics.spec for reading in readings if reading.metrics.spec is not None]
     spec = None
     if specs:
         spec = SpecDecodingStats()
-        for region_spec in specs:
-            spec.merge(region_spec)
+        for reading_spec in specs:
+            spec.merge(reading_spec)
     metrics = PageMetrics(
-        prompt_tokens=sum(region.metrics.prompt_tokens for region in regions),
-        output_tokens=sum(region.metrics.output_tokens for region in regions),
+        prompt_tokens=sum(reading.metrics.prompt_tokens for reading in readings),
+        output_tokens=sum(reading.metrics.output_tokens for reading in readings),
         wall_s=wall_s,
-        finish_reason="length" if any(r.metrics.finish_reason == "length" for r in regions) else "stop",
-        drafts=regions[0].metrics.drafts,
+        finish_reason="length" if any(r.metrics.finish_reason == "length" for r in readings) else "stop",
+        drafts=readings[0].metrics.drafts,
         spec=spec,
-        retried=any(region.metrics.retried for region in regions),
+        retried=any(reading.metrics.retried for reading in readings),
     )
-    return PageText(
-        text=joined_text([region.text for region in regions]),
-        token_ids=tuple(token for region in regions for token in region.token_ids),
-        metrics=metrics,
-    )
+    return PageText(text=text, token_ids=tuple(token for reading in readings for token in reading.token_ids), metrics=metrics)
+
+
+def join_cells(cells: list[PageText | None]) -> PageText:
+    """A band from its cells' readings, left to right (None: an empty cell, not read): one cell's as it is,
+    several as a table's row."""
+    read = [cell for cell in cells if cell is not None]
+    if len(cells) == 1:
+        return read[0]
+    text = table_row(["" if cell is None else cell_text(cell.text) for cell in cells])
+    return merged(read, text, sum(cell.metrics.wall_s for cell in read))
+
+
+def join_regions(regions: list[PageText], wall_s: float) -> PageText:
+    """One page from its bands' readings, in order; `wall_s` is the page's, from its first band to its last."""
+    return merged(regions, joined_text([region.text for region in regions]), wall_s)
 
 
 class _SeparatedStream:
@@ -266,7 +350,7 @@ class _SeparatedStream:
 
 
 class ReadByRegions(WrappedEngine):
-    """Wraps any engine: each page is read as the bands `split_page` cuts it into."""
+    """Wraps any engine: each page is read as the bands and cells `page_regions` cuts it into."""
 
     def __init__(self, engine: Engine, split: RegionSplit, token_side: int):
         super().__init__(engine)
@@ -276,9 +360,14 @@ class ReadByRegions(WrappedEngine):
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         started = time.perf_counter()
         regions: list[PageText] = []
-        for band in split_page(image, self.split, self.token_side):
+        for cells in page_regions(image, self.split, self.token_side):
             streamed = _SeparatedStream(on_text, [region.text for region in regions]) if on_text is not None else None
-            regions.append(self.engine.read(band, settings, streamed))
+            if len(cells) == 1:
+                regions.append(self.engine.read(cells[0], settings, streamed))
+            else:  # a table's row: streamed whole once its cells are read, as its text is theirs rewritten
+                regions.append(join_cells([None if cell is None else self.engine.read(cell, settings) for cell in cells]))
+                if streamed is not None:
+                    streamed(regions[-1].text)
             if streamed is not None:
                 streamed.finish()
         return join_regions(regions, time.perf_counter() - started)
@@ -286,20 +375,27 @@ class ReadByRegions(WrappedEngine):
     def read_many(
         self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
     ) -> Iterator[tuple[Key, PageText]]:
-        """Every band of every page in flight, up to `concurrency` bands at once; a page comes back
-        when its last band is read."""
-        readings: dict[Key, list[PageText | None]] = {}
+        """Every cell of every band of every page in flight, up to `concurrency` at once; a page comes back
+        when its last cell is read."""
+        readings: dict[Key, list[list[PageText | None]]] = {}
+        unread: dict[Key, int] = {}
         started: dict[Key, float] = {}
 
-        def bands() -> Iterator[tuple[tuple[Key, int], Image.Image]]:
+        def cells() -> Iterator[tuple[tuple[Key, int, int], Image.Image]]:
             for key, image in pages:
-                page_bands = split_page(image, self.split, self.token_side)
-                readings[key] = [None] * len(page_bands)
+                bands = page_regions(image, self.split, self.token_side)
+                readings[key] = [[None] * len(band) for band in bands]
+                unread[key] = sum(cell is not None for band in bands for cell in band)
                 started[key] = time.perf_counter()
-                for index, band in enumerate(page_bands):
-                    yield (key, index), band
+                for band_index, band in enumerate(bands):
+                    for cell_index, cell in enumerate(band):
+                        if cell is not None:
+                            yield (key, band_index, cell_index), cell
 
-        for (key, index), region in self.engine.read_many(bands(), settings, concurrency):
-            readings[key][index] = region
-            if all(reading is not None for reading in readings[key]):
-                yield key, join_regions(readings.pop(key), time.perf_counter() - started.pop(key))
+        for (key, band_index, cell_index), region in self.engine.read_many(cells(), settings, concurrency):
+            readings[key][band_index][cell_index] = region
+            unread[key] -= 1
+            if not unread[key]:
+                del unread[key]
+                bands = [join_cells(band) for band in readings.pop(key)]
+                yield key, join_regions(bands, time.perf_counter() - started.pop(key))

@@ -11,12 +11,12 @@ from PIL import Image, ImageDraw
 from ocr_app.config import RegionSplit
 from ocr_app.engines import GenerationSettings
 from ocr_app.regions import (
-    MAX_ENLARGEMENT, SEPARATOR, ReadByRegions, _SeparatedStream, band_rows, ink_per_row, ink_rows, joined_text,
-    line_height, split_page,
+    MAX_ENLARGEMENT, SEPARATOR, ReadByRegions, _SeparatedStream, band_rows, cell_columns, cell_text, ink_per_row,
+    ink_rows, joined_text, line_height, page_regions, split_page, table_row,
 )
 from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
-from ocr_app.synth.render import random_style, render_line
+from ocr_app.synth.render import font, random_style, render_line
 
 SPLIT = RegionSplit()
 TOKEN_SIDE = 32  # Qwen3.5's visual token: 16-px patches merged 2x2 (`PixelBudget.factor`)
@@ -150,6 +150,76 @@ def test_reading_by_regions_is_reading_each_band(hf_engine):
     assert sorted(in_bulk) == ["a", "b", "c"]
     for key, image in pages:
         assert in_bulk[key].text == engine.read(image, settings).text
+
+
+def test_cells_part_at_wide_blank_runs_and_keep_their_margin_short_of_the_gaps_middle():
+    inked = np.zeros(100, dtype=bool)
+    inked[[10, 11, 14, 15, 40, 41, 90]] = True  # gaps of 2, 24 and 48 blank columns
+    assert cell_columns(inked, gap=20, margin=5) == [(5, 21), (35, 47), (85, 96)]
+    assert cell_columns(inked, gap=20, margin=15) == [(0, 28), (28, 57), (75, 100)]  # no further than 28, the middle
+    assert cell_columns(inked, gap=50, margin=5) == [(5, 96)]
+    assert cell_columns(np.zeros(30, dtype=bool), gap=5, margin=5) == [(0, 30)]
+
+
+TABLE = [("Ürün", "Miktar", "Birim Fiyat", "Tutar"), ("Şeker (kg)", "10", "42,50 TL", "425,00 TL"),
+         ("Zeytinyağı (lt)", "", "310,00 TL", "1.240,00 TL")]
+PROSE = "Ödemenizi fatura tarihinden itibaren otuz gün içinde yapınız."
+
+
+def _table_page(family: str) -> Image.Image:
+    """A line of prose, a table whose columns are set apart by space alone (no rules, as samples/fatura.pdf's)
+    with an empty cell, prose again and a lone line with a wide gap in it, as a signature's."""
+    page = Image.new("RGB", (900, 340), (250, 250, 250))
+    draw = ImageDraw.Draw(page)
+    face = font(family, 18)
+    draw.text((30, 30), PROSE, font=face, fill=(20, 20, 20))
+    for row, cells in enumerate(TABLE):
+        for left, cell in zip((30, 330, 480, 690), cells):
+            draw.text((left, 100 + 45 * row), cell, font=face, fill=(20, 20, 20))
+    draw.text((30, 260), PROSE, font=face, fill=(20, 20, 20))
+    draw.text((30, 300), "Saygılarımızla,", font=face, fill=(20, 20, 20))
+    draw.text((600, 300), "Işık Güneş", font=face, fill=(20, 20, 20))
+    return page
+
+
+@pytest.mark.parametrize("family", ["DejaVuSans.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf"])
+def test_a_tables_rows_set_apart_by_space_are_cut_into_its_columns_and_prose_is_not(family):
+    page = _table_page(family)
+    split = RegionSplit(max_height=32, margin=8, crop_columns=True, cell_gap=2.0)
+    prose, *rows, more_prose, signature = page_regions(page, split, TOKEN_SIDE)
+    assert len(prose) == len(more_prose) == len(signature) == 1  # a lone line with a gap is no table
+    assert [len(cells) for cells in rows] == [4, 4, 4]
+    assert [cell is None for cells in rows for cell in cells] == [text == "" for cells in TABLE for text in cells]
+    whole = page_regions(page, split.model_copy(update={"cell_gap": None}), TOKEN_SIDE)
+    assert [len(cells) for cells in whole] == [1] * 6
+    for cells, [band] in zip(rows, whole[1:]):  # the cells hold the row's ink, each of it once
+        assert sum(_ink_pixels(cell) for cell in cells if cell is not None) == _ink_pixels(band)
+        assert all(cell.height == band.height for cell in cells if cell is not None)
+
+
+def test_a_band_read_cell_by_cell_is_written_as_a_table_row(hf_engine):
+    page = _table_page("DejaVuSans.ttf")
+    split = RegionSplit(max_height=32, margin=8, crop_columns=True, cell_gap=2.0)
+    settings = GenerationSettings(max_tokens=6)
+    engine = ReadByRegions(hf_engine, split, TOKEN_SIDE)
+    expected = [
+        cells_read[0] if len(cells_read) == 1 else table_row([cell_text(text) for text in cells_read])
+        for cells_read in (
+            ["" if cell is None else hf_engine.read(cell, settings).text for cell in band]
+            for band in page_regions(page, split, TOKEN_SIDE)
+        )
+    ]
+    pieces: list[str] = []
+    read = engine.read(page, settings, on_text=pieces.append)
+    assert read.text == joined_text(expected) == "".join(pieces)
+    assert read.text.count("\n|") >= 3  # the rows, one table: the header's delimiter row and two rows
+    [(_, in_bulk)] = list(engine.read_many([("page", page)], settings, concurrency=3))
+    assert in_bulk.text == read.text and in_bulk.token_ids == read.token_ids
+
+
+def test_a_cells_reading_is_written_plain_on_one_line():
+    assert cell_text("**Birim Fiyat**") == "Birim Fiyat"
+    assert cell_text(" 42,50\nTL | ") == "42,50 TL"
 
 
 BANDS_READ = ["# Fatura", "| Ürün | Tutar |", "| Un (kg) | 472,50 TL |", "| Şeker | 425,00 TL |", "", "Toplam: 897,50 TL"]

@@ -17,9 +17,11 @@ import numpy as np
 from PIL import Image
 
 from ocr_app.config import RegionSplit
-from ocr_app.regions import cut_band, ink_per_row, page_enlargement, paper_color, rows_of_bands
+from ocr_app.regions import (
+    cell_text, cut_band, enlargement, ink_per_row, line_heights, paper_color, rows_of_bands, table_cells, table_row,
+)
 from ocr_app.synth.degrade import degrade
-from ocr_app.synth.documents import Block, Heading, Paragraph, Table, table_row
+from ocr_app.synth.documents import Block, Heading, Paragraph, Table
 from ocr_app.synth.render import Placed, Style, place_blocks
 
 # Qwen3.5's visual token: 16-px patches merged 2x2; a band is padded to whole tokens, as `ocr-read` pads it.
@@ -79,21 +81,35 @@ def words_by_band(
     return rows, [[word for word in placed if top <= _middle_row(word) < bottom] for top, bottom in rows]
 
 
+def _middle_column(word: Placed) -> float:
+    left, _, right, _ = word.face.getbbox(word.word)
+    return word.x + (left + right) / 2
+
+
 def draw_band(
     rng: random.Random, blocks: tuple[Block, ...], style: Style, width: int, degradation: str, split: RegionSplit
 ) -> tuple[Image.Image, str]:
     """One band of `blocks` drawn `width` wide, cut and enlarged by `split` as `ocr-read` would cut their page,
-    with the `degradation`'s damage, and its Markdown.  Only bands holding words are picked."""
+    with the `degradation`'s damage, and its Markdown; of a table's row cut into cells (`regions.table_cells`),
+    one cell, written as a cell is.  Only bands and cells holding words are picked."""
     page, placed = place_blocks(blocks, style, width)
     ink = ink_per_row(page)
     rows, words_in = words_by_band(page, ink, placed, split)
-    choices = [index for index, words in enumerate(words_in) if words]
-    index = rng.choice(choices)
+    heights = line_heights(ink, rows)
+    index = rng.choice([index for index, words in enumerate(words_in) if words])
     top, bottom = rows[index]
+    band_cells = table_cells(page, rows, heights, split)[index]
+    cells = [
+        (columns, [word for word in words_in[index] if columns[0] <= _middle_column(word) < columns[1]])
+        for columns in band_cells
+        if columns is not None
+    ]
+    columns, words = rng.choice([(columns, words) for columns, words in cells if words])
+    markdown = band_markdown(blocks, words)
     # The damage is done to the band's rows and some paper around them, not to the page: the same blur, grain
     # and compression for a fraction of the pixels.  Not turned: a turned band would hold other words.
     above, below = max(0, top - split.margin), min(page.height, bottom + split.margin)
     stretch = degrade(page.crop((0, above, page.width, below)), degradation, rng, turn=False)
-    scale = page_enlargement(ink, rows, split.text_height)
-    image = cut_band(stretch, top - above, bottom - above, split, scale, TOKEN_SIDE, paper_color(stretch))
-    return image, band_markdown(blocks, words_in[index])
+    scale = enlargement(heights, split.text_height)
+    image = cut_band(stretch, top - above, bottom - above, columns, split, scale, TOKEN_SIDE, paper_color(stretch))
+    return image, markdown if len(band_cells) == 1 else cell_text(markdown)

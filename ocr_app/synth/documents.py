@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal, Union
 
+from ocr_app.regions import table_row
 from ocr_app.synth import text
 
 Align = Literal["left", "center", "right"]
@@ -51,10 +52,6 @@ def block_markdown(block: Block) -> str:
     lines = [table_row(block.header), table_row(tuple("---:" if right else "---" for right in block.numeric))]
     lines += [table_row(row) for row in block.rows]
     return "\n".join(lines)
-
-
-def table_row(cells: tuple[str, ...]) -> str:
-    return "| " + " | ".join(cells) + " |"
 
 
 def to_markdown(blocks: tuple[Block, ...]) -> str:
