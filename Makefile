@@ -42,7 +42,7 @@ eval-sample: $(STAMP) $(TINY)/config.json tesseract
 	$(VENV)/bin/ocr-eval tob samples/tob-mini --model $(TINY) --drafts 0 --baseline tesseract -o build/eval-sample
 
 # The shipped small model from a training run (`make release-ocr-tiny RUN=TRAINING_RUN_DIR`, 13-20 minutes
-# on 2 cores): export the weights, train the MTP head on the model's own readings of 40 training pages,
+# on 2 cores): export the weights, train the MTP head on the model's own readings of 80 training pages,
 # then the README's figures: the sample benchmark against Tesseract with drafts 0 and 3 (transformers,
 # one page at a time), and vLLM reading all 30 pages at once with drafts 0 and 3 (eager: no compile wait).
 OCR_TINY := ocr_app/models/ocr-tiny-tr
@@ -50,7 +50,7 @@ release-ocr-tiny: $(STAMP) tesseract
 	@test -n "$(RUN)" || { echo "usage: make release-ocr-tiny RUN=TRAINING_RUN_DIR"; exit 2; }
 	$(VENV)/bin/ocr-train-ocr export --output $(RUN) --to $(OCR_TINY)
 	rm -rf build/ocr-tiny-tr.mtp-work
-	$(VENV)/bin/ocr-train-mtp --model $(OCR_TINY) --output $(OCR_TINY) --in-place --init fresh --synth-pages 40 \
+	$(VENV)/bin/ocr-train-mtp --model $(OCR_TINY) --output $(OCR_TINY) --in-place --init fresh --synth-pages 80 \
 	    --config configs/train_mtp_ocr_tiny.toml --work-dir build/ocr-tiny-tr.mtp-work --threads 2
 	$(VENV)/bin/ocr-eval tob samples/tob-mini --model ocr-tiny-tr --drafts 0,3 --baseline tesseract -o reports/ocr-tiny-tr
 	OCR_APP_VLLM_EAGER=1 $(VENV)/bin/ocr-eval tob samples/tob-mini --model ocr-tiny-tr --engine vllm --drafts 0,3 \
