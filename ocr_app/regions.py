@@ -15,11 +15,13 @@ the bands' texts in reading order, a blank line apart (a table's rows, each
 its own band, one line apart, with the delimiter row Markdown needs under the
 first).  A band can also be
 cut to its ink's columns, and a page of small type enlarged, so that a line
-looks like the lines the model was trained on.
+looks like the lines the model was trained on.  The rows of a table whose
+columns are set apart by space alone are cut into their cells, each read
+alone: read whole, a row's wide gaps break a small model's reading.
 
 `ReadByRegions` wraps any engine so: `read` reads the bands one after another
-(streamed, with the blank line between them), `read_many` puts every band of
-every page in flight and hands back a page once its last band is read.
+(streamed, with the blank line between them), `read_many` puts every band (or
+cell) of every page in flight and hands back a page once its last is read.
 """
 
 from __future__ import annotations
