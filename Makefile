@@ -41,7 +41,7 @@ demo: $(STAMP) $(TINY)/config.json
 eval-sample: $(STAMP) $(TINY)/config.json tesseract
 	$(VENV)/bin/ocr-eval tob samples/tob-mini --model $(TINY) --drafts 0 --baseline tesseract -o build/eval-sample
 
-# The shipped small model from a training run (`make release-ocr-tiny RUN=TRAINING_RUN_DIR`, 13-20 minutes
+# The shipped small model from a training run (`make release-ocr-tiny RUN=TRAINING_RUN_DIR`, 15-20 minutes
 # on 2 cores): export the weights, train the MTP head on the model's own readings of 80 training pages,
 # then the README's figures: the sample benchmark against Tesseract with drafts 0 and 3 (transformers,
 # one page at a time), and vLLM reading all 30 pages at once with drafts 0 and 3 (eager: no compile wait).
