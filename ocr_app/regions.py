@@ -180,30 +180,23 @@ def paper_color(image: Image.Image) -> tuple[int, ...]:
     return tuple(int(v) for v in np.median(np.asarray(image.convert("RGB")).reshape(-1, 3), axis=0))
 
 
-def band_columns(image: Image.Image, top: int, bottom: int, split: RegionSplit) -> tuple[int, int]:
-    """(left, right) columns of rows top..bottom-1 of `image` read whole: the page's width, or with
-    `split.crop_columns` their ink's columns widened by `split.margin`."""
-    if not split.crop_columns:
-        return 0, image.width
-    [columns] = cell_columns(inked_columns(image, top, bottom), image.width, split.margin)
-    return columns
-
-
 def table_cells(
     image: Image.Image, rows: list[tuple[int, int]], heights: list[int], split: RegionSplit
 ) -> list[list[tuple[int, int] | None]]:
     """(left, right) columns of each cell of each band at `rows` (lines `heights` high), None for a cell
-    without ink.  A band is one cell (`band_columns`) unless it is one of two or more bands in a row whose
-    ink parts at blank columns `split.cell_gap` times their line's height wide (words are a third of it
-    apart): a table's rows, with its columns set apart by space alone.  Those bands are all cut where every
-    one of them is blank, so that each row has the table's columns, even a row with an empty cell."""
-    whole = [[band_columns(image, top, bottom, split)] for top, bottom in rows]
-    if split.cell_gap is None:
-        return whole
+    without ink.  A band is one cell, the page's width or with `split.crop_columns` its ink's columns plus
+    `split.margin`, unless it is one of two or more bands in a row whose ink parts at blank columns
+    `split.cell_gap` times their line's height wide (words are a third of it apart): a table's rows, with
+    its columns set apart by space alone.  Those bands are all cut where every one of them is blank, so
+    that each row has the table's columns, even a row with an empty cell."""
+    if not split.crop_columns:
+        return [[(0, image.width)] for _ in rows]
     inked = [inked_columns(image, top, bottom) for top, bottom in rows]  # each [W] bool
+    cells: list[list[tuple[int, int] | None]] = [cell_columns(ink, image.width, split.margin) for ink in inked]
+    if split.cell_gap is None:
+        return cells
     gaps = [max(1, round(split.cell_gap * height)) for height in heights]
     parted = np.array([len(cell_columns(ink, gap, split.margin)) > 1 for ink, gap in zip(inked, gaps)])
-    cells: list[list[tuple[int, int] | None]] = list(whole)
     for start, end in blank_runs(~parted):  # runs of parted bands
         if end - start < 2:
             continue
