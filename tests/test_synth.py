@@ -22,7 +22,7 @@ from ocr_app.config import RegionSplit
 from ocr_app.regions import ink_per_row
 from ocr_app.synth import text
 from ocr_app.synth.bands import TOKEN_SIDE, band_markdown, words_by_band
-from ocr_app.synth.documents import BUILDERS, Table, to_markdown, with_random_words
+from ocr_app.synth.documents import BUILDERS, Heading, Paragraph, Table, to_markdown, with_random_words
 from ocr_app.synth.render import FONTS_DIR, place_blocks, random_style
 from ocr_app.synth.text import SENTENCES, money
 
@@ -153,6 +153,41 @@ def test_random_text_keeps_the_layout_but_draws_every_word_independently():
     assert any(sentence in stock.markdown for sentence in SENTENCES)
     lines = {make_sample(seed, level="line", random_text=True).markdown for seed in range(20)}
     assert len(lines) == 20 and not any(line in " ".join(SENTENCES) for line in lines)
+
+
+def test_random_tables_draw_their_cells_anew_keeping_numbers_numbers_and_capitals_capitals():
+    """Listed products and stock headers in every table let a reader recite cells instead of reading them."""
+    rng = random.Random(5)
+    stock = BUILDERS["invoice"](rng)
+    drawn = with_random_words(stock, rng)
+    stock_table, drawn_table = (next(block for block in blocks if isinstance(block, Table)) for blocks in (stock, drawn))
+    assert len(drawn_table.rows) == len(stock_table.rows) and drawn_table.numeric == stock_table.numeric
+    assert not set(drawn_table.header) & set(stock_table.header)
+    for stock_row, drawn_row in zip(stock_table.rows, drawn_table.rows):
+        for before, after, is_number in zip(stock_row, drawn_row, stock_table.numeric):
+            assert before != after or is_number
+            if is_number:
+                assert re.fullmatch(r"%?[\d.,]+( TL| ₺| [^\d\s]+)?", after), after
+    capitals = 0
+    for kind in ("invoice", "receipt"):
+        stock = BUILDERS[kind](rng)
+        for before, after in zip(stock, with_random_words(stock, rng)):
+            for field in ("text", "label"):
+                if isinstance(before, (Heading, Paragraph)) and getattr(before, field, "").isupper():
+                    capitals += 1
+                    assert getattr(after, field).isupper(), getattr(after, field)
+    assert capitals >= 3  # a receipt's labels and shop name
+
+
+def test_amounts_are_of_every_size_and_at_times_carry_their_currency():
+    """Uniform amounts were nearly all five digits of lira, and the model wrote that shape over short prices."""
+    rng = random.Random(0)
+    amounts = [text.amount(rng) for _ in range(2000)]
+    lira = [int(amount.split(",")[0].replace(".", "")) for amount in amounts]
+    assert sum(value < 100 for value in lira) > 0.3 * len(lira)
+    assert sum(value >= 10_000 for value in lira) > 0.1 * len(lira)
+    assert 0.2 < sum(amount.endswith(" TL") for amount in amounts) / len(amounts) < 0.4
+    assert any(amount.endswith(" ₺") for amount in amounts)
 
 
 def test_half_the_random_words_are_in_no_list_and_invented_ones_keep_vowel_harmony():

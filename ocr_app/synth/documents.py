@@ -8,6 +8,7 @@ character for character.  Amounts are integers in kuruş so every total adds up.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal, Union
@@ -163,14 +164,26 @@ def form(rng: random.Random) -> Document:
 
 
 def with_random_words(blocks: Document, rng: random.Random) -> Document:
-    """The same layout with every heading, label and paragraph made of as many words drawn independently.
+    """The same layout with every heading, label, paragraph and table cell made of as many words drawn independently.
 
-    The builders draw prose from a few dozen sentences and labels from fixed forms, which a reader can
-    recite after its first word; a reader trained only on them learns to recall instead of to read.
+    The builders draw prose from a few dozen sentences, labels from fixed forms and table cells from listed
+    products, which a reader can recite after its first letters; a reader trained only on them learns to
+    recall instead of to read.  Text set in capitals stays in capitals (titles, receipts' labels); a
+    table's numeric cells stay numbers, amounts drawn anew (`text.amount`) and other figures re-drawn digit
+    runs (`10 kg` -> `437 kg`).
     """
 
     def replaced(words: str) -> str:
-        return text.random_words(rng, len(words.split())) if words else words
+        drawn = text.random_words(rng, len(words.split())) if words else words
+        return text.turkish_upper(drawn) if words.isupper() else drawn
+
+    def figure(cell: str) -> str:
+        if "," in cell:
+            return text.amount(rng)
+        return re.sub(r"\d+", lambda digits: str(rng.randint(1, 10 ** (len(digits.group()) + 1))), cell)
+
+    def row(cells: tuple[str, ...], numeric: tuple[bool, ...]) -> tuple[str, ...]:
+        return tuple(figure(cell) if is_number else replaced(cell) for cell, is_number in zip(cells, numeric))
 
     changed: list[Block] = []
     for block in blocks:
@@ -179,7 +192,8 @@ def with_random_words(blocks: Document, rng: random.Random) -> Document:
         elif isinstance(block, Paragraph):
             changed.append(replace(block, text=replaced(block.text), label=replaced(block.label)))
         else:
-            changed.append(block)
+            rows = tuple(row(cells, block.numeric) for cells in block.rows)
+            changed.append(replace(block, header=tuple(replaced(cell) for cell in block.header), rows=rows))
     return tuple(changed)
 
 

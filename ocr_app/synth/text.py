@@ -178,6 +178,18 @@ def money(kurus: int) -> str:
     return f"{lira:,}".replace(",", ".") + f",{rest:02d}"
 
 
+def amount(rng: random.Random) -> str:
+    """An amount as documents print it, at times with its currency: `42,50 TL`, `1.240,00`, `18,90 ₺`.
+
+    Lira are drawn log-uniform from 1 to 50 000, so two-digit prices are as common as five-digit totals: drawn
+    uniform, nearly every amount had five digits of lira, and the model wrote that shape over what it saw
+    (samples/fatura.pdf's `42,50 TL` came out `42.500,71`).
+    """
+    written = money(round(10 ** rng.uniform(2, 6.7)))
+    currency = rng.random()
+    return f"{written} TL" if currency < 0.3 else f"{written} ₺" if currency < 0.4 else written
+
+
 def money_in_words(kurus: int) -> str:
     """`Yalnız bin iki yüz otuz dört Türk Lirası elli altı Kuruş` (num2words writes the words joined, as on cheques)."""
     lira, rest = divmod(kurus, 100)
@@ -203,7 +215,7 @@ def word(rng: random.Random) -> str:
     if source < 0.8:
         return rng.choice(CITIES + DISTRICTS)
     if source < 0.87:
-        return money(rng.randint(100, 5_000_000))
+        return amount(rng)
     if source < 0.94:
         return short_date(date(rng))
     return digits(rng, rng.randint(2, 11))
