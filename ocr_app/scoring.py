@@ -71,6 +71,18 @@ def normalize(text: str, ignore_case: bool = False) -> str:
     return turkish_casefold(text) if ignore_case else text
 
 
+_DELIMITER_ROW = re.compile(r"^[|\s:-]*-{3,}[|\s:-]*$", re.M)
+_STRUCTURE = re.compile(r"^#+ |\|", re.M)
+
+
+def plain_text(markdown: str) -> str:
+    """The words of Markdown without its structure: headings' hashes, table pipes and delimiter rows, emphasis.
+
+    For references that hold text alone, such as a PDF's text layer, against which structure cannot be scored.
+    """
+    return normalize(_STRUCTURE.sub(" ", _DELIMITER_ROW.sub("", markdown)))
+
+
 def _error_rate(distance: int, reference_length: int, prediction_length: int) -> float:
     if reference_length:
         return distance / reference_length

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_app.scoring import PageScore, make_scorer, normalize, score_page, summarize, turkish_casefold
+from ocr_app.scoring import PageScore, make_scorer, normalize, plain_text, score_page, summarize, turkish_casefold
 
 
 def test_identical_texts_score_100_and_disjoint_texts_score_0():
@@ -45,6 +45,12 @@ def test_whitespace_emphasis_and_tables_are_not_text():
     assert normalize("_önemli_ dosya_adi 2 * 3") == "önemli dosya_adi 2 * 3"
     assert normalize("| a | b |\n| ---: | :---: |") == normalize("|a|b|\n|---|---|")
     assert score_page("# Başlık\n\n**kalın** metin", "# Başlık kalın metin").similarity == 100.0
+
+
+def test_plain_text_keeps_the_words_of_markdown_in_order_and_nothing_of_its_structure():
+    markdown = "# FATURA\n\n**Tarih:** 14.11.2026\n\n| Ürün | Tutar |\n| --- | ---: |\n| Un (kg) | 472,50 TL |\n| - | 3-4 |"
+    assert plain_text(markdown) == "FATURA Tarih: 14.11.2026 Ürün Tutar Un (kg) 472,50 TL - 3-4"
+    assert score_page(plain_text(markdown), "FATURA\nTarih: 14.11.2026\nÜrün\nTutar\nUn (kg)\n472,50 TL\n-\n3-4").cer == 0
 
 
 def test_unicode_nfc():

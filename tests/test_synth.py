@@ -20,6 +20,7 @@ from ocr_app.synth import (
 )
 from ocr_app.config import RegionSplit
 from ocr_app.regions import ink_per_row
+from ocr_app.scoring import plain_text
 from ocr_app.synth import text
 from ocr_app.synth.bands import TOKEN_SIDE, band_markdown, words_by_band
 from ocr_app.synth.documents import BUILDERS, Heading, Paragraph, Table, to_markdown, with_random_words
@@ -205,12 +206,6 @@ def test_half_the_random_words_are_in_no_list_and_invented_ones_keep_vowel_harmo
     assert words - known
 
 
-def _words(markdown: str) -> list[str]:
-    """The words of Markdown without its marks: emphasis, heading hashes, table pipes and delimiter rows."""
-    lines = [line for line in markdown.splitlines() if not re.fullmatch(r"[|\s:-]+", line)]
-    return [word for word in re.sub(r"\*\*|^#+ |\|", " ", "\n".join(lines), flags=re.M).split()]
-
-
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("random_text", [False, True])
 def test_a_documents_bands_hold_all_its_words_once_each_written_as_in_its_markdown(kind, random_text):
@@ -221,7 +216,7 @@ def test_a_documents_bands_hold_all_its_words_once_each_written_as_in_its_markdo
     rows, words_in = words_by_band(page, ink_per_row(page), placed, BANDS)
     assert sum(len(words) for words in words_in) == len(placed)
     markdowns = [band_markdown(blocks, words) for words in words_in if words]
-    assert sorted(_words("\n".join(markdowns))) == sorted(_words(to_markdown(blocks)))
+    assert sorted(plain_text("\n".join(markdowns)).split()) == sorted(plain_text(to_markdown(blocks)).split())
     tables = [block for block in blocks if isinstance(block, Table)]
     for markdown in markdowns:
         if markdown.startswith("|"):  # a table's row: every cell there, empty or not
@@ -246,4 +241,4 @@ def test_band_samples_of_a_table_cut_into_cells_are_single_cells_written_plain()
     for sample, band in cut:
         assert band.markdown.startswith("| ") and "|" not in sample.markdown and "**" not in sample.markdown
         assert sample.image.width < band.image.width
-        assert set(_words(sample.markdown)) <= set(_words(band.markdown))
+        assert set(plain_text(sample.markdown).split()) <= set(plain_text(band.markdown).split())
