@@ -242,3 +242,18 @@ def test_band_samples_of_a_table_cut_into_cells_are_single_cells_written_plain()
         assert band.markdown.startswith("| ") and "|" not in sample.markdown and "**" not in sample.markdown
         assert sample.image.width < band.image.width
         assert set(plain_text(sample.markdown).split()) <= set(plain_text(band.markdown).split())
+
+
+def test_training_pages_draw_headings_at_several_sizes_and_benchmark_pages_at_one():
+    """One heading size per level was all a reader saw, and larger titles were misread."""
+
+    def title_rows(seed: int, benchmark: bool) -> int:
+        """Rows of the first run of inked rows taller than a rule: a form's title."""
+        sample = make_sample(seed, level="page", kind="form", degradation="clean", benchmark=benchmark)
+        inked = np.flatnonzero((np.asarray(sample.image.convert("L")) < 128).any(axis=1))
+        runs = np.split(inked, np.flatnonzero(np.diff(inked) > 1) + 1)
+        return next(len(run) for run in runs if len(run) > 8)
+
+    training = [title_rows(seed, benchmark=False) for seed in range(20)]
+    benchmark = [title_rows(seed, benchmark=True) for seed in BENCHMARK_SEEDS[:20]]
+    assert max(training) >= max(benchmark) + 5, (training, benchmark)

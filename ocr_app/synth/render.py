@@ -42,6 +42,7 @@ class Style:
     paper: tuple[int, int, int]
     margin: int
     grid: Grid
+    heading_scale: float = 1.0  # on top of HEADING_SCALE; training pages vary it (`make_sample`)
 
     def font(self, bold: bool = False, scale: float = 1.0) -> ImageFont.FreeTypeFont:
         return font(FAMILIES[self.family][bold], max(8, round(self.size * scale)))
@@ -136,7 +137,7 @@ class _Layout:
         style = self.style
         self.block += 1
         if isinstance(block, Heading):
-            face = style.font(bold=True, scale=HEADING_SCALE.get(block.level, 1.0))
+            face = style.font(bold=True, scale=HEADING_SCALE.get(block.level, 1.0) * style.heading_scale)
             lines = self.wrap([(block.text, face)], self.right - self.left)
             self.y = self.place_lines(lines, self.left, self.right - self.left, self.y, "left", self.line_height(face))
             self.y += style.size * 0.6
