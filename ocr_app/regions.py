@@ -17,7 +17,8 @@ first).  A band can also be
 cut to its ink's columns, and a page of small type enlarged, so that a line
 looks like the lines the model was trained on.  The rows of a table whose
 columns are set apart by space alone are cut into their cells, each read
-alone: read whole, a row's wide gaps break a small model's reading.
+alone: read whole, a row's wide gaps break a small model's reading.  A long
+line can be read in chunks cut at word gaps, joined by spaces.
 
 `ReadByRegions` wraps any engine so: `read` reads the bands one after another
 (streamed, with the blank line between them), `read_many` puts every band (or
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -48,6 +50,10 @@ LIGHT_SHARE = 0.1
 # A line's body holds at least this share: a cut between two lines has one's body on either side (the light
 # rows between a descender's stem and its heavier tail, at the foot of a line, are not between lines).
 BODY_SHARE = 0.25
+# Words are apart by more than this share of their line's height (see `line_chunks`).
+WORD_GAP = 0.25
+# A chunk's cut is the widest word gap in the last part of its room, from this share of it on.
+CHUNK_CUT_FROM = 0.6
 # Past this, enlarging only blurs: a line 10 rows high holds no more detail at 40.
 MAX_ENLARGEMENT = 3.0
 
@@ -180,19 +186,14 @@ def paper_color(image: Image.Image) -> tuple[int, ...]:
     return tuple(int(v) for v in np.median(np.asarray(image.convert("RGB")).reshape(-1, 3), axis=0))
 
 
-def table_cells(
-    image: Image.Image, rows: list[tuple[int, int]], heights: list[int], split: RegionSplit
-) -> list[list[tuple[int, int] | None]]:
-    """(left, right) columns of each cell of each band at `rows` (lines `heights` high), None for a cell
-    without ink.  A band is one cell, the page's width or with `split.crop_columns` its ink's columns plus
-    `split.margin`, unless it is one of two or more bands in a row whose ink parts at blank columns
+def table_cells(inked: list[np.ndarray], heights: list[int], split: RegionSplit) -> list[list[tuple[int, int] | None]]:
+    """(left, right) columns of each cell of each band whose inked columns are `inked` (each [W] bool) and line
+    `heights` high, None for a cell without ink.  A band is one cell, its ink's columns plus `split.margin`,
+    unless it is one of two or more bands in a row whose ink parts at blank columns
     `split.cell_gap` times their line's height wide (words are a third of it apart): a table's rows, with
     its columns set apart by space alone.  Those bands are all cut where every one of them is blank, so
     that each row has the table's columns, even a row with an empty cell."""
-    if not split.crop_columns:
-        return [[(0, image.width)] for _ in rows]
-    inked = [inked_columns(image, top, bottom) for top, bottom in rows]  # each [W] bool
-    cells: list[list[tuple[int, int] | None]] = [cell_columns(ink, image.width, split.margin) for ink in inked]
+    cells: list[list[tuple[int, int] | None]] = [cell_columns(ink, ink.size, split.margin) for ink in inked]
     if split.cell_gap is None:
         return cells
     gaps = [max(1, round(split.cell_gap * height)) for height in heights]
@@ -228,29 +229,89 @@ def cut_band(
     return ImageOps.expand(band, border=border, fill=paper)
 
 
-def page_regions(image: Image.Image, split: RegionSplit, token_side: int) -> list[list[Image.Image | None]]:
-    """The page's bands, each as the images of its cells (`table_cells`: one for a band read whole, None for
-    a table's empty cell), cut by `cut_band`: with at least `split.margin` rows of paper above and below their
-    ink, as the blocks the model was trained on have.  A page without ink is one band: the whole page, so
-    the model still sees it.  Bands are a whole number of visual tokens (`token_side`, the pixel budget's
-    factor) high, so the processor does not resize them (a 46-row band of one line would be squeezed to 32
-    rows, its letters to 70% of their height)."""
+@dataclass(frozen=True)
+class Band:
+    """A band as the model reads it: a table's row, its cells' images (None: an empty cell, not read), or a
+    line, one image or, when long, its chunks', read left to right."""
+
+    images: list[Image.Image | None]
+    is_table_row: bool = False
+
+
+def line_chunks(inked: np.ndarray, columns: tuple[int, int], height: int, split: RegionSplit) -> list[tuple[int, int]]:
+    """`columns` (left, right exclusive) of a line `height` rows high whose inked columns are `inked` ([W]
+    bool), cut at word gaps into chunks at most `split.chunk_width` heights wide: each cut in the middle of
+    the widest word gap from `CHUNK_CUT_FROM` of the chunk's room to its end, else of the last one within
+    it, else of the first past it (a word wider than the room).
+    A word gap is a blank run at least `WORD_GAP` of the line's height and half its widest blank run wide:
+    words are 0.43 heights apart and more, letters up to 0.29 apart in proportional type but 0.43 in
+    monospaced type, whose words are 0.86 apart."""
+    if split.chunk_width is None:
+        return [columns]
+    room = split.chunk_width * height
+    left, right = columns
+    runs = inner_runs(inked[left:right])
+    widest = max((end - start for start, end in runs), default=0)
+    cuts = {
+        left + (start + end) // 2: end - start for start, end in runs if end - start >= max(WORD_GAP * height, widest / 2)
+    }  # the cut each word gap offers: its width
+    chunks = []
+    while right - left > room:
+        within = [cut for cut in cuts if left < cut <= left + room]
+        window = [cut for cut in within if cut >= left + CHUNK_CUT_FROM * room]
+        beyond = [cut for cut in cuts if cut > left + room]
+        if window:
+            cut = max(window, key=cuts.__getitem__)
+        elif within or beyond:
+            cut = max(within) if within else min(beyond)
+        else:
+            break
+        chunks.append((left, cut))
+        left = cut
+    return chunks + [(left, right)]
+
+
+def band_parts(
+    image: Image.Image, rows: list[tuple[int, int]], heights: list[int], split: RegionSplit
+) -> list[tuple[list[tuple[int, int] | None], bool]]:
+    """The columns of the parts each band at `rows` (lines `heights` high) is read in, and whether it is a
+    table's row: a table's row cut into its cells (`table_cells`; None for an empty one), a line whole or in
+    chunks (`line_chunks`)."""
+    if not split.crop_columns:
+        return [([(0, image.width)], False) for _ in rows]
+    inked = [inked_columns(image, top, bottom) for top, bottom in rows]  # each [W] bool
+    return [
+        (cells, True) if len(cells) > 1 else (line_chunks(ink, cells[0], height, split), False)
+        for ink, height, cells in zip(inked, heights, table_cells(inked, heights, split))
+    ]
+
+
+def page_regions(image: Image.Image, split: RegionSplit, token_side: int) -> list[Band]:
+    """The page's bands (`Band`), each part (`band_parts`) cut by `cut_band`: with at least `split.margin` rows
+    of paper above and below its ink, as the blocks the model was trained on have.  A page without ink is one
+    band: the whole page, so the model still sees it.  Bands are a whole number of visual tokens
+    (`token_side`, the pixel budget's factor) high, so the processor does not resize them (a 46-row band of
+    one line would be squeezed to 32 rows, its letters to 70% of their height)."""
     ink = ink_per_row(image)
     rows = rows_of_bands(ink, image.width, split)
     if not rows:
-        return [[image]]
+        return [Band([image])]
     heights = line_heights(ink, rows)
     scale = enlargement(heights, split.text_height)
     paper = paper_color(image)
     return [
-        [None if columns is None else cut_band(image, top, bottom, columns, split, scale, token_side, paper) for columns in cells]
-        for (top, bottom), cells in zip(rows, table_cells(image, rows, heights, split))
+        Band(
+            [None if columns is None else cut_band(image, top, bottom, columns, split, scale, token_side, paper) for columns in parts],
+            is_table_row,
+        )
+        for (top, bottom), (parts, is_table_row) in zip(rows, band_parts(image, rows, heights, split))
     ]
 
 
 def split_page(image: Image.Image, split: RegionSplit, token_side: int) -> list[Image.Image]:
-    """Every image the model reads of the page (`page_regions`), bands in order, a band's cells left to right."""
-    return [cell for band in page_regions(image, split, token_side) for cell in band if cell is not None]
+    """Every image the model reads of the page (`page_regions`), bands in order, a band's cells or chunks left
+    to right."""
+    return [part for band in page_regions(image, split, token_side) for part in band.images if part is not None]
 
 
 def is_table_row(text: str) -> bool:
@@ -306,14 +367,17 @@ def merged(readings: list[PageText], text: str, wall_s: float) -> PageText:
     return PageText(text=text, token_ids=tuple(token for reading in readings for token in reading.token_ids), metrics=metrics)
 
 
-def join_cells(cells: list[PageText | None]) -> PageText:
-    """A band from its cells' readings, left to right (None: an empty cell, not read): one cell's as it is,
-    several as a table's row."""
-    read = [cell for cell in cells if cell is not None]
-    if len(cells) == 1:
+def join_band(parts: list[PageText | None], is_table_row: bool) -> PageText:
+    """A band from its parts' readings, left to right: a table's row from its cells' (None: an empty cell,
+    not read), a line from its chunks', joined by spaces."""
+    read = [part for part in parts if part is not None]
+    if len(parts) == 1:
         return read[0]
-    text = table_row(["" if cell is None else cell_text(cell.text) for cell in cells])
-    return merged(read, text, sum(cell.metrics.wall_s for cell in read))
+    if is_table_row:
+        text = table_row(["" if cell is None else cell_text(cell.text) for cell in parts])
+    else:
+        text = " ".join(chunk.text.strip() for chunk in read)
+    return merged(read, text, sum(part.metrics.wall_s for part in read))
 
 
 def join_regions(regions: list[PageText], wall_s: float) -> PageText:
@@ -355,12 +419,13 @@ class ReadByRegions(WrappedEngine):
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         started = time.perf_counter()
         regions: list[PageText] = []
-        for cells in page_regions(image, self.split, self.token_side):
+        for band in page_regions(image, self.split, self.token_side):
             streamed = _SeparatedStream(on_text, [region.text for region in regions]) if on_text is not None else None
-            if len(cells) == 1:
-                regions.append(self.engine.read(cells[0], settings, streamed))
-            else:  # a table's row: streamed whole once its cells are read, as its text is theirs rewritten
-                regions.append(join_cells([None if cell is None else self.engine.read(cell, settings) for cell in cells]))
+            if len(band.images) == 1:
+                regions.append(self.engine.read(band.images[0], settings, streamed))
+            else:  # a table's row or a line in chunks: streamed whole once its parts are read, as its text is theirs joined
+                readings = [None if part is None else self.engine.read(part, settings) for part in band.images]
+                regions.append(join_band(readings, band.is_table_row))
                 if streamed is not None:
                     streamed(regions[-1].text)
             if streamed is not None:
@@ -370,27 +435,29 @@ class ReadByRegions(WrappedEngine):
     def read_many(
         self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
     ) -> Iterator[tuple[Key, PageText]]:
-        """Every cell of every band of every page in flight, up to `concurrency` at once; a page comes back
-        when its last cell is read."""
+        """Every cell or chunk of every band of every page in flight, up to `concurrency` at once; a page comes
+        back when its last is read."""
         readings: dict[Key, list[list[PageText | None]]] = {}
+        table_rows: dict[Key, list[bool]] = {}
         unread: dict[Key, int] = {}
         started: dict[Key, float] = {}
 
-        def cells() -> Iterator[tuple[tuple[Key, int, int], Image.Image]]:
+        def parts() -> Iterator[tuple[tuple[Key, int, int], Image.Image]]:
             for key, image in pages:
                 bands = page_regions(image, self.split, self.token_side)
-                readings[key] = [[None] * len(band) for band in bands]
-                unread[key] = sum(cell is not None for band in bands for cell in band)
+                readings[key] = [[None] * len(band.images) for band in bands]
+                table_rows[key] = [band.is_table_row for band in bands]
+                unread[key] = sum(part is not None for band in bands for part in band.images)
                 started[key] = time.perf_counter()
                 for band_index, band in enumerate(bands):
-                    for cell_index, cell in enumerate(band):
-                        if cell is not None:
-                            yield (key, band_index, cell_index), cell
+                    for part_index, part in enumerate(band.images):
+                        if part is not None:
+                            yield (key, band_index, part_index), part
 
-        for (key, band_index, cell_index), region in self.engine.read_many(cells(), settings, concurrency):
-            readings[key][band_index][cell_index] = region
+        for (key, band_index, part_index), region in self.engine.read_many(parts(), settings, concurrency):
+            readings[key][band_index][part_index] = region
             unread[key] -= 1
             if not unread[key]:
                 del unread[key]
-                bands = [join_cells(band) for band in readings.pop(key)]
+                bands = [join_band(band, is_row) for band, is_row in zip(readings.pop(key), table_rows.pop(key))]
                 yield key, join_regions(bands, time.perf_counter() - started.pop(key))

@@ -11,8 +11,8 @@ from PIL import Image, ImageDraw
 from ocr_app.config import RegionSplit
 from ocr_app.engines import GenerationSettings
 from ocr_app.regions import (
-    MAX_ENLARGEMENT, SEPARATOR, ReadByRegions, _SeparatedStream, band_rows, cell_columns, cell_text, ink_per_row,
-    ink_rows, joined_text, line_height, page_regions, split_page, table_row,
+    CHUNK_CUT_FROM, MAX_ENLARGEMENT, SEPARATOR, WORD_GAP, ReadByRegions, _SeparatedStream, band_rows, cell_columns, cell_text,
+    ink_per_row, ink_rows, inked_columns, joined_text, line_chunks, line_height, page_regions, split_page, table_row,
 )
 from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
@@ -187,12 +187,12 @@ def test_a_tables_rows_set_apart_by_space_are_cut_into_its_columns_and_prose_is_
     page = _table_page(family)
     split = RegionSplit(max_height=32, margin=8, crop_columns=True, cell_gap=2.0)
     prose, *rows, more_prose, signature = page_regions(page, split, TOKEN_SIDE)
-    assert len(prose) == len(more_prose) == len(signature) == 1  # a lone line with a gap is no table
-    assert [len(cells) for cells in rows] == [4, 4, 4]
-    assert [cell is None for cells in rows for cell in cells] == [text == "" for cells in TABLE for text in cells]
+    assert len(prose.images) == len(more_prose.images) == len(signature.images) == 1  # a lone line with a gap is no table
+    assert [(len(row.images), row.is_table_row) for row in rows] == [(4, True)] * 3
+    assert [cell is None for row in rows for cell in row.images] == [text == "" for cells in TABLE for text in cells]
     whole = page_regions(page, split.model_copy(update={"cell_gap": None}), TOKEN_SIDE)
-    assert [len(cells) for cells in whole] == [1] * 6
-    for cells, [band] in zip(rows, whole[1:]):  # the cells hold the row's ink, each of it once
+    assert [len(band.images) for band in whole] == [1] * 6
+    for cells, [band] in zip((row.images for row in rows), (band.images for band in whole[1:])):  # the cells hold the row's ink, each of it once
         assert sum(_ink_pixels(cell) for cell in cells if cell is not None) == _ink_pixels(band)
         assert all(cell.height == band.height for cell in cells if cell is not None)
 
@@ -205,7 +205,7 @@ def test_a_band_read_cell_by_cell_is_written_as_a_table_row(hf_engine):
     expected = [
         cells_read[0] if len(cells_read) == 1 else table_row([cell_text(text) for text in cells_read])
         for cells_read in (
-            ["" if cell is None else hf_engine.read(cell, settings).text for cell in band]
+            ["" if cell is None else hf_engine.read(cell, settings).text for cell in band.images]
             for band in page_regions(page, split, TOKEN_SIDE)
         )
     ]
@@ -220,6 +220,66 @@ def test_a_band_read_cell_by_cell_is_written_as_a_table_row(hf_engine):
 def test_a_cells_reading_is_written_plain_on_one_line():
     assert cell_text("**Birim Fiyat**") == "Birim Fiyat"
     assert cell_text(" 42,50\nTL | ") == "42,50 TL"
+
+
+LONG_LINE = "Siparişiniz için teşekkür ederiz. Ürünleriniz 18 Kasım 2026 tarihinde Kadıköy şubemizden gönderilecektir."
+
+
+def _long_line(family: str) -> tuple[Image.Image, list[tuple[int, int]]]:
+    """A page of one long line drawn word by word, and each word's inked columns."""
+    page = Image.new("RGB", (1300, 60), (250, 250, 250))
+    draw = ImageDraw.Draw(page)
+    face = font(family, 18)
+    x, words = 20.0, []
+    for word in LONG_LINE.split():
+        left, _, right, _ = draw.textbbox((x, 20), word, font=face)
+        draw.text((x, 20), word, font=face, fill=(20, 20, 20))
+        words.append((left, right))
+        x += face.getlength(word + " ")
+    return page, words
+
+
+@pytest.mark.parametrize("family", ["DejaVuSans.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf"])
+def test_a_long_line_is_cut_into_chunks_at_word_gaps_no_wider_than_its_room(family):
+    page, words = _long_line(family)
+    split = RegionSplit(max_height=32, margin=8, crop_columns=True, chunk_width=20)
+    [(top, bottom)] = band_rows(page, split)
+    inked = inked_columns(page, top, bottom)
+    height = line_height(ink_per_row(page)[top:bottom])
+    columns = (int(np.flatnonzero(inked)[0]) - 8, int(np.flatnonzero(inked)[-1]) + 9)
+    chunks = line_chunks(inked, columns, height, split)
+    assert len(chunks) >= 3 and chunks[0][0] == columns[0] and chunks[-1][1] == columns[1]
+    between_words = [(end + next_start) / 2 for (_, end), (next_start, _) in zip(words, words[1:])]
+    for left, right in chunks:  # wider than the room only where no word ends in the room's last part
+        assert right - left <= 20 * height or not any(left + CHUNK_CUT_FROM * 20 * height <= cut <= left + 20 * height for cut in between_words)
+    for (_, cut), (start, _) in zip(chunks, chunks[1:]):
+        assert cut == start and not inked[cut]
+        assert any(end <= cut < next_start for (_, end), (next_start, _) in zip(words, words[1:]))  # between words
+    assert line_chunks(inked, columns, height, split.model_copy(update={"chunk_width": None})) == [columns]
+    assert line_chunks(inked, columns, height, split.model_copy(update={"chunk_width": 200})) == [columns]
+
+
+def test_a_word_wider_than_the_room_stays_whole():
+    inked = np.zeros(300, dtype=bool)
+    inked[10:150] = inked[160:200] = inked[210:290] = True  # words of 140, 40 and 80 columns, 10 apart
+    split = RegionSplit(crop_columns=True, chunk_width=5)
+    assert WORD_GAP * 20 <= 10
+    assert line_chunks(inked, (0, 300), 20, split) == [(0, 155), (155, 205), (205, 300)]
+
+
+def test_a_line_read_in_chunks_is_their_readings_joined_by_spaces(hf_engine):
+    page, _ = _long_line("DejaVuSans.ttf")
+    split = RegionSplit(max_height=32, margin=8, crop_columns=True, chunk_width=20)
+    settings = GenerationSettings(max_tokens=6)
+    [band] = page_regions(page, split, TOKEN_SIDE)
+    assert len(band.images) >= 3 and not band.is_table_row
+    expected = " ".join(hf_engine.read(chunk, settings).text.strip() for chunk in band.images)
+    engine = ReadByRegions(hf_engine, split, TOKEN_SIDE)
+    pieces: list[str] = []
+    read = engine.read(page, settings, on_text=pieces.append)
+    assert read.text == expected == "".join(pieces)
+    [(_, in_bulk)] = list(engine.read_many([("page", page)], settings, concurrency=3))
+    assert in_bulk.text == read.text and in_bulk.token_ids == read.token_ids
 
 
 BANDS_READ = ["# Fatura", "| Ürün | Tutar |", "| Un (kg) | 472,50 TL |", "| Şeker | 425,00 TL |", "", "Toplam: 897,50 TL"]

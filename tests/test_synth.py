@@ -257,3 +257,16 @@ def test_training_pages_draw_headings_at_several_sizes_and_benchmark_pages_at_on
     training = [title_rows(seed, benchmark=False) for seed in range(20)]
     benchmark = [title_rows(seed, benchmark=True) for seed in BENCHMARK_SEEDS[:20]]
     assert max(training) >= max(benchmark) + 5, (training, benchmark)
+
+
+def test_band_samples_of_long_lines_are_chunks_of_them_as_reading_cuts_them():
+    """Training sees what `ocr-read` reads: a long line's chunk, its words a stretch of the line's."""
+    chunked_split = BANDS.model_copy(update={"chunk_width": 12.0})
+    shorter = 0
+    for seed in range(40):
+        whole = make_sample(seed, level="band", kind="letter", degradation="clean", regions=BANDS)
+        chunk = make_sample(seed, level="band", kind="letter", degradation="clean", regions=chunked_split)
+        whole_words, chunk_words = plain_text(whole.markdown).split(), plain_text(chunk.markdown).split()
+        assert any(whole_words[start : start + len(chunk_words)] == chunk_words for start in range(len(whole_words)))
+        shorter += len(chunk_words) < len(whole_words)
+    assert shorter >= 10

@@ -18,7 +18,7 @@ from PIL import Image
 
 from ocr_app.config import RegionSplit
 from ocr_app.regions import (
-    cell_text, cut_band, enlargement, ink_per_row, line_heights, paper_color, rows_of_bands, table_cells, table_row,
+    band_parts, cell_text, cut_band, enlargement, ink_per_row, line_heights, paper_color, rows_of_bands, table_row,
 )
 from ocr_app.synth.degrade import degrade
 from ocr_app.synth.documents import Block, Heading, Paragraph, Table
@@ -90,21 +90,22 @@ def draw_band(
     rng: random.Random, blocks: tuple[Block, ...], style: Style, width: int, degradation: str, split: RegionSplit
 ) -> tuple[Image.Image, str]:
     """One band of `blocks` drawn `width` wide, cut and enlarged by `split` as `ocr-read` would cut their page,
-    with the `degradation`'s damage, and its Markdown; of a table's row cut into cells (`regions.table_cells`),
-    one cell, written as a cell is.  Only bands and cells holding words are picked."""
+    with the `degradation`'s damage, and its Markdown; of a band read in parts (`regions.band_parts`: a
+    table's row's cells, a long line's chunks), one part, a cell written as a cell is.  Only bands and parts
+    holding words are picked."""
     page, placed = place_blocks(blocks, style, width)
     ink = ink_per_row(page)
     rows, words_in = words_by_band(page, ink, placed, split)
     heights = line_heights(ink, rows)
     index = rng.choice([index for index, words in enumerate(words_in) if words])
     top, bottom = rows[index]
-    band_cells = table_cells(page, rows, heights, split)[index]
-    cells = [
+    parts, is_table_row = band_parts(page, rows, heights, split)[index]
+    in_parts = [
         (columns, [word for word in words_in[index] if columns[0] <= _middle_column(word) < columns[1]])
-        for columns in band_cells
+        for columns in parts
         if columns is not None
     ]
-    columns, words = rng.choice([(columns, words) for columns, words in cells if words])
+    columns, words = rng.choice([(columns, words) for columns, words in in_parts if words])
     markdown = band_markdown(blocks, words)
     # The damage is done to the band's rows and some paper around them, not to the page: the same blur, grain
     # and compression for a fraction of the pixels.  Not turned: a turned band would hold other words.
@@ -112,4 +113,4 @@ def draw_band(
     stretch = degrade(page.crop((0, above, page.width, below)), degradation, rng, turn=False)
     scale = enlargement(heights, split.text_height)
     image = cut_band(stretch, top - above, bottom - above, columns, split, scale, TOKEN_SIDE, paper_color(stretch))
-    return image, markdown if len(band_cells) == 1 else cell_text(markdown)
+    return image, cell_text(markdown) if is_table_row else markdown
