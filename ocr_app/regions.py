@@ -54,6 +54,14 @@ BODY_SHARE = 0.25
 WORD_GAP = 0.25
 # A chunk's cut is the widest word gap in the last part of its room, from this share of it on.
 CHUNK_CUT_FROM = 0.6
+# A rule (a table's border, an underline) is a straight run of ink at least this share of the page's width
+# when horizontal, of its height when vertical, and at least this many pixels.  Letters' runs on
+# samples/tob-mini's pages are shorter: under 96 across (the feet of a blurred bold serif line) and 48 down.
+RULE_SHARE = (1 / 8, 1 / 20)
+MIN_RULE = (96, 48)
+RULE_THICKNESS = 6
+# A rule's pixels are darker than the paper by this much: a thin rule blurred by a scan is lighter than letters.
+RULE_CONTRAST = 40
 # Past this, enlarging only blurs: a line 10 rows high holds no more detail at 40.
 MAX_ENLARGEMENT = 3.0
 
@@ -63,6 +71,47 @@ def ink_per_row(image: Image.Image) -> np.ndarray:
     gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
     paper = int(np.median(gray))
     return (gray < paper - INK_CONTRAST).sum(axis=1)
+
+
+def in_long_runs(ink: np.ndarray, length: int) -> np.ndarray:
+    """[H, W] bool: the pixels of `ink` ([H, W] bool) in a run of at least `length` inked pixels along a row."""
+    width = ink.shape[1]
+    inked = np.cumsum(np.pad(ink, ((0, 0), (1, 0))), axis=1, dtype=np.int32)  # [H, W+1]: ink left of each column
+    full = np.pad(inked[:, length:] - inked[:, :-length] == length, ((0, 0), (0, length - 1)))  # [H, W]: run starts
+    starts = np.cumsum(np.pad(full, ((0, 0), (length, 0))), axis=1, dtype=np.int32)  # [H, W+length]
+    return starts[:, length:] - starts[:, :width] > 0  # a full run starts within `length` columns left of it
+
+
+def _thickened(mask: np.ndarray, axis: int) -> np.ndarray:
+    """`mask` ([H, W] bool) with each set pixel's neighbours along `axis` set too."""
+    padded = np.pad(mask, [(1, 1) if side == axis else (0, 0) for side in range(2)])
+    size = mask.shape[axis]
+    return np.take(padded, range(0, size), axis=axis) | mask | np.take(padded, range(2, size + 2), axis=axis)
+
+
+def erase_rules(image: Image.Image) -> Image.Image:
+    """`image` with its rules (`RULE_SHARE`) painted over in the paper's colour, a pixel around them too (their
+    anti-aliased edges): a table's borders join its rows into one band and its columns into one cell, and
+    the model reads text, not lines."""
+    pixels = np.asarray(image.convert("RGB"))  # [H, W, 3]
+    gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
+    ink = gray < int(np.median(gray)) - RULE_CONTRAST
+    height, width = ink.shape
+    across, down = (max(least, round(share * side)) for least, share, side in zip(MIN_RULE, RULE_SHARE, (width, height)))
+    # A rule skewed by a degree steps aside a pixel every 57: runs are sought in ink thickened by a pixel across.
+    # A rule is thin: ink thicker than RULE_THICKNESS across it (a picture, a shaded cell, a letter's stem
+    # where it touches the rule) is not a rule.
+    rules = np.zeros_like(ink)
+    if width >= across:
+        rules |= in_long_runs(_thickened(ink, axis=0), across) & ~in_long_runs(ink.T, RULE_THICKNESS + 1).T
+    if height >= down:
+        rules |= in_long_runs(_thickened(ink, axis=1).T, down).T & ~in_long_runs(ink, RULE_THICKNESS + 1)
+    if not rules.any():
+        return image
+    rules = _thickened(_thickened(rules, axis=0), axis=1)
+    erased = pixels.copy()
+    erased[rules] = paper_color(image)
+    return Image.fromarray(erased)
 
 
 def ink_rows(image: Image.Image) -> np.ndarray:
@@ -291,7 +340,9 @@ def page_regions(image: Image.Image, split: RegionSplit, token_side: int) -> lis
     of paper above and below its ink, as the blocks the model was trained on have.  A page without ink is one
     band: the whole page, so the model still sees it.  Bands are a whole number of visual tokens
     (`token_side`, the pixel budget's factor) high, so the processor does not resize them (a 46-row band of
-    one line would be squeezed to 32 rows, its letters to 70% of their height)."""
+    one line would be squeezed to 32 rows, its letters to 70% of their height).  Rules are erased first
+    (`erase_rules`)."""
+    image = erase_rules(image)
     ink = ink_per_row(image)
     rows = rows_of_bands(ink, image.width, split)
     if not rows:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,11 +13,12 @@ from ocr_app.config import RegionSplit
 from ocr_app.engines import GenerationSettings
 from ocr_app.regions import (
     CHUNK_CUT_FROM, MAX_ENLARGEMENT, SEPARATOR, WORD_GAP, ReadByRegions, _SeparatedStream, band_rows, cell_columns, cell_text,
-    ink_per_row, ink_rows, inked_columns, joined_text, line_chunks, line_height, page_regions, split_page, table_row,
+    erase_rules, ink_per_row, ink_rows, inked_columns, joined_text, line_chunks, line_height, page_regions, split_page, table_row,
 )
 from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
-from ocr_app.synth.render import font, random_style, render_line
+from ocr_app.synth.documents import BUILDERS
+from ocr_app.synth.render import font, place_blocks, random_style, render_line
 
 SPLIT = RegionSplit()
 TOKEN_SIDE = 32  # Qwen3.5's visual token: 16-px patches merged 2x2 (`PixelBudget.factor`)
@@ -55,12 +57,12 @@ def test_a_band_is_cut_only_where_it_is_too_tall():
 
 
 def test_ink_without_blank_rows_stays_one_band_and_blank_pages_are_read_whole():
-    page = Image.new("RGB", (400, 1000), (250, 250, 250))
-    ImageDraw.Draw(page).rectangle((50, 100, 350, 800), outline=(20, 20, 20), width=3)  # a tall table frame
+    page = Image.new("RGB", (800, 1000), (250, 250, 250))
+    ImageDraw.Draw(page).rectangle((50, 100, 250, 800), fill=(20, 20, 20))  # a tall picture (not a rule: thick)
     [(top, bottom)] = band_rows(page, SPLIT)
     assert (top, bottom) == (100, 801)
     [band] = split_page(page, SPLIT, TOKEN_SIDE)
-    assert band.size == (400, 800) and 701 + 2 * SPLIT.margin <= 800  # padded to whole visual tokens
+    assert band.size == (800, 800) and 701 + 2 * SPLIT.margin <= 800  # padded to whole visual tokens
     blank = Image.new("RGB", (400, 600), (255, 255, 255))
     assert split_page(blank, SPLIT, TOKEN_SIDE) == [blank]
 
@@ -220,6 +222,38 @@ def test_a_band_read_cell_by_cell_is_written_as_a_table_row(hf_engine):
 def test_a_cells_reading_is_written_plain_on_one_line():
     assert cell_text("**Birim Fiyat**") == "Birim Fiyat"
     assert cell_text(" 42,50\nTL | ") == "42,50 TL"
+
+
+def _ruled_table_page(grid: str) -> tuple[Image.Image, Image.Image]:
+    """A document with a table drawn with `grid` rules, and the same drawn without any."""
+    rng = random.Random(4)
+    blocks = BUILDERS["invoice"](rng)
+    style = random_style(rng)
+    return tuple(place_blocks(blocks, replace(style, grid=kind), 880)[0] for kind in (grid, "none"))
+
+
+@pytest.mark.parametrize("grid", ["full", "rules"])
+def test_a_tables_rules_are_erased_and_its_rows_cut_into_cells_as_without_them(grid):
+    ruled, bare = _ruled_table_page(grid)
+    erased = erase_rules(ruled)
+    split = RegionSplit(max_height=32, margin=16, crop_columns=True, cut_between_lines=True, text_height=19, cell_gap=1.2)
+    rows = [band for band in page_regions(ruled, split, TOKEN_SIDE) if band.is_table_row]
+    bare_rows = [band for band in page_regions(bare, split, TOKEN_SIDE) if band.is_table_row]
+    assert len(rows) == len(bare_rows) >= 3
+    assert [len(band.images) for band in rows] == [len(band.images) for band in bare_rows]
+    text_ink = _ink_mask(bare)
+    assert (_ink_mask(erased) & text_ink).sum() > 0.97 * text_ink.sum()  # the words keep their ink
+    assert not (_ink_mask(erased) & ~text_ink).any()  # and no rule's is left
+
+
+def test_a_page_without_rules_is_left_as_it_is():
+    page = _synthetic_page(3)
+    assert erase_rules(page) is page
+
+
+def _ink_mask(image: Image.Image) -> np.ndarray:
+    gray = np.asarray(image.convert("L"), dtype=np.int16)
+    return gray < int(np.median(gray)) - 80
 
 
 LONG_LINE = "Siparişiniz için teşekkür ederiz. Ürünleriniz 18 Kasım 2026 tarihinde Kadıköy şubemizden gönderilecektir."

@@ -1,8 +1,8 @@
 """Bands: a stretch of a drawn document cut as `ocr_app.regions` cuts a page, with the Markdown of its words.
 
 A reader of bands trained on words and lines drawn alone never sees what a
-page's band holds: a table row with wide gaps between its cells and rules
-across it, a heading in large bold type, a bold label before its value, a line
+page's band holds: a table row with wide gaps between its cells (its rules
+erased, as at reading time), a heading in large bold type, a bold label before its value, a line
 enlarged with the rest of its page.  Here a document's blocks are drawn, cut
 into bands by the very code that cuts a page at reading time, and one band is
 picked; its answer is written from the words drawn in it, so it matches the
@@ -18,7 +18,8 @@ from PIL import Image
 
 from ocr_app.config import RegionSplit
 from ocr_app.regions import (
-    band_parts, cell_text, cut_band, enlargement, ink_per_row, line_heights, paper_color, rows_of_bands, table_row,
+    band_parts, cell_text, cut_band, enlargement, erase_rules, ink_per_row, line_heights, paper_color, rows_of_bands,
+    table_row,
 )
 from ocr_app.synth.degrade import degrade
 from ocr_app.synth.documents import Block, Heading, Paragraph, Table
@@ -94,6 +95,7 @@ def draw_band(
     table's row's cells, a long line's chunks), one part, a cell written as a cell is.  Only bands and parts
     holding words are picked."""
     page, placed = place_blocks(blocks, style, width)
+    page = erase_rules(page)
     ink = ink_per_row(page)
     rows, words_in = words_by_band(page, ink, placed, split)
     heights = line_heights(ink, rows)
