@@ -87,6 +87,9 @@ class RegionSplit(_Strict):
     cell_gap: float | None = None
     # A line wider than this many times its height is read in chunks cut at word gaps, joined by spaces.
     chunk_width: float | None = None
+    # A skewed page (a scan's, turned by a degree or two) is turned upright before it is cut: skewed lines run
+    # into each other's rows, and no blank row parts them.
+    deskew: bool = False
 
     @model_validator(mode="after")
     def _positive(self) -> RegionSplit:

@@ -13,7 +13,7 @@ from ocr_app.config import RegionSplit
 from ocr_app.engines import GenerationSettings
 from ocr_app.regions import (
     CHUNK_CUT_FROM, MAX_ENLARGEMENT, SEPARATOR, WORD_GAP, ReadByRegions, _SeparatedStream, band_rows, cell_columns, cell_text,
-    erase_rules, ink_per_row, ink_rows, inked_columns, joined_text, line_chunks, line_height, page_regions, split_page, table_row,
+    deskewed, erase_rules, ink_per_row, ink_rows, inked_columns, joined_text, line_chunks, line_height, page_regions, split_page, table_row,
 )
 from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
@@ -42,6 +42,27 @@ def test_bands_hold_every_inked_row_and_cuts_cross_no_ink(degradation):
         covered[top:bottom] = True
     assert (covered | ~inked).all()
     assert all(band.height % TOKEN_SIDE == 0 and band.width == page.width for band in split_page(page, SPLIT, TOKEN_SIDE))
+
+
+@pytest.mark.parametrize("angle", [-2.0, 1.2])
+def test_a_skewed_page_is_turned_upright_and_cut_into_its_lines_again(angle):
+    page = _synthetic_page(3)
+    skewed = page.rotate(angle, resample=Image.Resampling.BICUBIC, fillcolor=page.getpixel((0, 0)))
+    lines = RegionSplit(max_height=32, margin=16)  # a band per line, as the shipped model reads
+    level = band_rows(page, lines)
+    assert len(band_rows(skewed, lines)) < len(level)  # skewed lines run into each other's rows
+    upright = deskewed(skewed)
+    assert upright.width > page.width  # grown to keep the corners
+    assert [bottom - top for top, bottom in band_rows(upright, lines)] == pytest.approx(
+        [bottom - top for top, bottom in level], abs=3
+    )
+
+
+def test_a_level_page_is_left_as_it_is():
+    page = _synthetic_page(3)
+    assert deskewed(page) is page
+    blank = Image.new("RGB", (400, 600), (255, 255, 255))
+    assert deskewed(blank) is blank
 
 
 def test_a_band_is_cut_only_where_it_is_too_tall():
