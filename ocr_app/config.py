@@ -150,7 +150,7 @@ def load_model_preset(spec: str | Path) -> ModelPreset:
 
     A model folder is read with the prompt and budget it was trained with when it
     carries them (`ocr_app.toml`, written by `ocr-train-ocr export`); otherwise
-    with those of the default preset.  A preset whose `path` is such a folder
+    with those of the defaults' folder preset (`configs/defaults.toml`).  A preset whose `path` is such a folder
     starts from the folder's keys and overrides what it names.
     """
     candidate = Path(spec)
@@ -159,7 +159,7 @@ def load_model_preset(spec: str | Path) -> ModelPreset:
         if folder_preset.exists():
             data = {"name": candidate.name, **_load_toml(folder_preset), "path": candidate.resolve()}
             return _validate(ModelPreset, data, folder_preset)
-        base = load_model_preset(default_model_name())
+        base = load_model_preset(_defaults()["folder"])
         return base.model_copy(update={"name": candidate.name, "path": candidate.resolve()})
     path = candidate if candidate.suffix == ".toml" else configs_dir() / "models" / f"{spec}.toml"
     if not path.exists():
@@ -180,9 +180,12 @@ def load_mode_preset(name: str) -> ModePreset:
     return _validate(ModePreset, {"name": name, **table[name]}, path)
 
 
+def _defaults() -> dict:
+    return _load_toml(configs_dir() / "defaults.toml")
+
+
 def default_model_name() -> str:
-    path = configs_dir() / "defaults.toml"
-    return str(_load_toml(path).get("model", "tiny-random"))
+    return str(_defaults()["model"])
 
 
 def drafts_for(model: ModelPreset, mode: ModePreset) -> int:

@@ -25,10 +25,18 @@ def test_shipped_presets_load():
     assert drafts_for(real, load_mode_preset("low-latency")) == 6
 
 
-def test_model_folder_takes_default_prompt(tiny_model_dir):
-    preset = load_model_preset(tiny_model_dir)
-    assert preset.resolved_path() == tiny_model_dir.resolve()
-    assert preset.prompt == load_model_preset(default_model_name()).prompt
+def test_a_bare_model_folder_is_read_as_the_real_model_and_a_tiny_one_with_its_own_preset(tmp_path, tiny_model_dir):
+    bare = load_model_preset(tmp_path)  # a Hugging Face checkpoint as downloaded: no ocr_app.toml
+    real = load_model_preset("qwen3.5-2b-ocr-tr")
+    assert bare.resolved_path() == tmp_path.resolve() and bare.name == tmp_path.name
+    assert (bare.prompt, bare.max_tokens, bare.pixels, bare.regions) == (real.prompt, real.max_tokens, real.pixels, None)
+    tiny = load_model_preset(tiny_model_dir)
+    assert tiny.resolved_path() == tiny_model_dir.resolve() and tiny.max_tokens == 64
+
+
+def test_the_default_model_is_the_shipped_small_model():
+    assert default_model_name() == "ocr-tiny-tr"
+    assert load_model_preset(default_model_name()).resolved_path().joinpath("model.safetensors").is_file()
 
 
 def test_model_folder_with_its_own_preset_is_read_as_trained(tmp_path):

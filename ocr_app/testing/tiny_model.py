@@ -27,6 +27,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer
 from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
 from ocr_app.checkpoint import write_weight_index
+from ocr_app.config import FOLDER_PRESET_NAME, configs_dir
 
 SPECIAL_TOKENS = [
     "<|endoftext|>",
@@ -290,6 +291,9 @@ def build_tiny_model(
     save_file({k: v.contiguous() for k, v in head.items()}, out_dir / "mtp.safetensors")
     write_weight_index(out_dir)
     write_processor(out_dir, tokenizer, sizes)
+    # The tiny-random preset as the folder's own (its `path` gives way to the folder's): any tiny folder
+    # passed as --model reads as `--model tiny-random` does, a few tokens of small pages.
+    (out_dir / FOLDER_PRESET_NAME).write_bytes((configs_dir() / "models" / "tiny-random.toml").read_bytes())
     return out_dir
 
 
