@@ -18,7 +18,8 @@ cut to its ink's columns, and a page of small type enlarged, so that a line
 looks like the lines the model was trained on.  The rows of a table whose
 columns are set apart by space alone are cut into their cells, each read
 alone: read whole, a row's wide gaps break a small model's reading.  A long
-line can be read in chunks cut at word gaps, joined by spaces.
+line can be read in chunks cut at word gaps, joined by spaces.  A skewed scan is
+turned level before it is cut, and a table's rules are erased.
 
 `ReadByRegions` wraps any engine so: `read` reads the bands one after another
 (streamed, with the blank line between them), `read_many` puts every band (or
