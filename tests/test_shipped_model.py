@@ -31,13 +31,12 @@ def engine():
     ("level", "random_text", "largest_cer"),
     # Greedy fp32 readings are deterministic.  Half of the held-out words and lines sit on a larger sheet;
     # bands are cut from drawn documents as `ocr-read` cuts a page (the preset's [regions]).  The shipped
-    # weights (step 32 132) measured word 0.088, line 0.304 and band 0.253 on the generator's stock text,
-    # and 0.204, 0.786 and 0.391 on random words, half of them invented.  Lines on a sheet got worse since
-    # step 27 682 (0.159 and 0.597), when training moved to bands, which is what the app reads; a model
-    # that reads nothing scores 1 or more.
+    # weights (step 37 238) measured word 0.0, line 0.187 and band 0.028 on the generator's stock text,
+    # and 0.222, 0.730 and 0.110 on random words, half of them invented, amounts of every size among them.
+    # Lines on a sheet are no longer trained (the app reads bands); a model that reads nothing scores 1 or more.
     [
-        ("word", False, 0.2), ("line", False, 0.45), ("band", False, 0.4),
-        ("word", True, 0.3), ("line", True, 0.9), ("band", True, 0.55),
+        ("word", False, 0.1), ("line", False, 0.3), ("band", False, 0.1),
+        ("word", True, 0.35), ("line", True, 0.9), ("band", True, 0.2),
     ],
 )
 def test_shipped_model_reads_held_out_text(engine, level, random_text, largest_cer):
@@ -50,8 +49,8 @@ def test_shipped_model_reads_held_out_text(engine, level, random_text, largest_c
 def test_ocr_read_with_no_model_gives_the_sample_invoices_text(tmp_path):
     """`ocr-read samples/fatura.pdf -o out.md`, the README's first command, reads with the shipped model: each
     page scored against the PDF's own text layer (its words in reading order; `benchmarks/score_text_layer.py`).
-    The shipped weights measured CER 0.231 on the invoice page and 0.125 on the letter; random weights
-    score 1 or more."""
+    The shipped weights measured CER 0.062 on the invoice page and 0.090 on the letter (Tesseract: 0.009 and 0);
+    random weights score 1 or more."""
     out = tmp_path / "out.md"
     completed = subprocess.run(
         [sys.executable, "-m", "ocr_app.cli.read", str(SAMPLE_PDF), "-o", str(out)],
@@ -62,4 +61,4 @@ def test_ocr_read_with_no_model_gives_the_sample_invoices_text(tmp_path):
     with pymupdf.open(SAMPLE_PDF) as pdf:
         references = [page.get_text() for page in pdf]
     errors = [score_page(plain_text(reading), reference).cer for reading, reference in zip(readings, references)]
-    assert len(errors) == 2 and errors[0] < 0.35 and errors[1] < 0.2, errors
+    assert len(errors) == 2 and errors[0] < 0.15 and errors[1] < 0.2, errors
