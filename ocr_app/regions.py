@@ -129,11 +129,11 @@ def skew_angle(image: Image.Image) -> float:
     projection of the page's spectrum, whose strongest direction is the lines'; off by up to 0.2 degrees
     on samples/tob-mini's pages), refined to the angle within `SKEW_REFINE` of it at which the ink's rows
     are sharpest (the variance of ink per row peaks when every line fills its own rows)."""
-    gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
+    gray = np.asarray(image.convert("L"))  # [H, W] uint8
     inked = gray < int(np.median(gray)) - INK_CONTRAST  # [H, W]
     if not inked.any():
         return 0.0
-    coarse = get_angle(gray.astype(np.uint8), angle_max=MAX_SKEW)
+    coarse = get_angle(gray, angle_max=MAX_SKEW)
     ink = Image.fromarray(inked.astype(np.uint8) * 255)
 
     def row_sharpness(angle: float) -> float:

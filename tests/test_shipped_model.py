@@ -13,8 +13,8 @@ import pytest
 from ocr_app.config import load_model_preset
 from ocr_app.engines import GenerationSettings
 from ocr_app.engines.hf import HFEngine
-from ocr_app.train_ocr.data import held_out_examples
 from ocr_app.scoring import plain_text, score_page
+from ocr_app.train_ocr.data import held_out_examples
 from ocr_app.train_ocr.trainer import character_error_rate
 
 from .conftest import PROJECT_ROOT, SAMPLE_PDF
