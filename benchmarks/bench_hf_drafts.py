@@ -25,12 +25,12 @@ from transformers import DynamicCache
 
 from ocr_app.config import load_model_preset
 from ocr_app.documents import open_document, parse_page_range
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engines.hf import HFEngine
 from ocr_app.metrics import SpecDecodingStats
 from ocr_app.pages import iter_pages
-from ocr_app.spec.cache import ROLLBACKS, attention_layers
-from ocr_app.spec.decoder import embed_prompt
+from ocr_app.speculative.cache import ROLLBACKS, attention_layers
+from ocr_app.speculative.decoder import embed_prompt
 from ocr_app.testing.tiny_model import build_tiny_model
 
 SAMPLE_PDF = Path(__file__).resolve().parent.parent / "samples" / "fatura.pdf"

@@ -18,11 +18,10 @@ import os
 import statistics
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from ocr_app.config import PROJECT_ROOT, load_model_preset
 from ocr_app.documents import open_document
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engines.vllm import VllmEngine
 from ocr_app.metrics import SpecDecodingStats
 from ocr_app.pages import iter_pages

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
-from ocr_app.engines import Engine, GenerationSettings, PageText
+from ocr_app.engines.protocol import Engine, GenerationSettings, PageText
 from ocr_app.metrics import RunMetrics
 from ocr_app.scoring import PageScore, Scorer, ScoreSummary, summarize
 from ocr_app.tob import BenchmarkPage

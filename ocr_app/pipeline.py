@@ -26,7 +26,7 @@ from PIL import Image
 
 from ocr_app.config import ModelPreset, ModePreset
 from ocr_app.documents import Document, open_document, parse_page_range
-from ocr_app.engines import Engine, GenerationSettings, PageText
+from ocr_app.engines.protocol import Engine, GenerationSettings, PageText
 from ocr_app.errors import InputError, OcrError
 from ocr_app.metrics import RunMetrics
 from ocr_app.outputs import DocumentResult, PageResult

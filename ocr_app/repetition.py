@@ -16,7 +16,7 @@ from dataclasses import replace
 from PIL import Image
 
 from ocr_app.config import RetryPreset
-from ocr_app.engines import Engine, GenerationSettings, PageText, TextCallback, WrappedEngine
+from ocr_app.engines.protocol import Engine, GenerationSettings, PageText, TextCallback, WrappedEngine
 
 # A loop is a period of at most MAX_PERIOD tokens repeated at least MIN_REPEATS
 # times, spanning at least MIN_SPAN tokens (so `aaaa` is not a loop yet).

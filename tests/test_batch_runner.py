@@ -12,7 +12,7 @@ from PIL import Image
 from ocr_app.batch.runner import BatchEvents, BatchOptions, run_batch
 from ocr_app.batch.state import FAILED, PARTIAL, StateStore
 from ocr_app.config import load_mode_preset
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.pipeline import ReadJob
 
 

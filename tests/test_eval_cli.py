@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ocr_app.baselines import tesseract
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.evaluation import compare_runs, evaluate, first_difference, prepare_images, read_run
 from ocr_app.scoring import make_scorer
 from ocr_app.synth import make_sample

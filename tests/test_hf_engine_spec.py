@@ -13,7 +13,7 @@ import pytest
 
 from ocr_app.checkpoint import write_weight_index
 from ocr_app.documents import open_document
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.pages import iter_pages
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

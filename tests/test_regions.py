@@ -10,11 +10,12 @@ import pytest
 from PIL import Image, ImageDraw
 
 from ocr_app.config import RegionSplit
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.regions import (
-    CHUNK_CUT_FROM, MAX_ENLARGEMENT, SEPARATOR, WORD_GAP, ReadByRegions, _SeparatedStream, band_rows, cell_columns, cell_text,
+    CHUNK_CUT_FROM, MAX_ENLARGEMENT, SEPARATOR, WORD_GAP, ReadByRegions, band_rows, cell_columns, cell_text,
     deskewed, erase_rules, ink_per_row, ink_rows, inked_columns, joined_text, line_chunks, line_height, page_regions, split_page, table_row,
 )
+from ocr_app.regions.reader import _SeparatedStream
 from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
 from ocr_app.synth.documents import BUILDERS

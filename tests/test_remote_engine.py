@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from ocr_app.config import load_model_preset
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engines.remote import RemoteEngine, serve_command
 from ocr_app.errors import OcrError
 from ocr_app.metrics import SpecDecodingStats

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from ocr_app.config import load_mode_preset
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.pipeline import ReadJob, read_documents
 from ocr_app.repetition import MAX_PERIOD, MIN_REPEATS, MIN_SPAN, RetryDegenerate, repetition_period
 from tests.conftest import SAMPLE_PDF

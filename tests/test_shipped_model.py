@@ -11,7 +11,7 @@ import pymupdf
 import pytest
 
 from ocr_app.config import load_model_preset
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engines.hf import HFEngine
 from ocr_app.scoring import plain_text, score_page
 from ocr_app.train_ocr.data import held_out_examples

@@ -20,11 +20,11 @@ from safetensors.torch import load_file, save_file
 
 from ocr_app.checkpoint import HEAD_FILE, HEAD_PREFIX, INDEX_NAME, expected_head_shapes, inspect_mtp_head
 from ocr_app.config import RegionSplit, load_model_preset
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engines.hf import HFEngine
 from ocr_app.errors import ConfigError
-from ocr_app.spec.mtp_head import load_mtp_head
-from ocr_app.spec.proposer import MTPProposer
+from ocr_app.speculative.mtp_head import load_mtp_head
+from ocr_app.speculative.proposer import MTPProposer
 from ocr_app.train_mtp.config import load_train_config
 from ocr_app.regions import split_page
 from ocr_app.train_mtp.data import BAND_MARK, ReadCache, band_refs, document_pages, read_pages, render_page, split_pages

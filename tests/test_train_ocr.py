@@ -15,7 +15,8 @@ from transformers import AutoProcessor, Qwen3_5Config
 
 from ocr_app.checkpoint import inspect_mtp_head
 from ocr_app.config import FOLDER_PRESET_NAME, PROJECT_ROOT, RegionSplit, load_model_preset
-from ocr_app.engines import GenerationSettings, make_engine
+from ocr_app.engines.protocol import GenerationSettings
+from ocr_app.engine_factory import make_engine
 from ocr_app.errors import ConfigError
 from ocr_app.synth import BENCHMARK_SEEDS, is_benchmark_seed, make_sample
 from ocr_app.synth.text import SENTENCES

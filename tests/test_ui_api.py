@@ -17,7 +17,7 @@ from gradio_client.exceptions import AppError  # noqa: E402
 from .conftest import SAMPLE_PDF  # noqa: E402
 from ocr_app.config import PixelBudget, load_mode_preset, load_model_preset  # noqa: E402
 from ocr_app.documents import open_document  # noqa: E402
-from ocr_app.engines import GenerationSettings  # noqa: E402
+from ocr_app.engines.protocol import GenerationSettings  # noqa: E402
 from ocr_app.engines.hf import HFEngine  # noqa: E402
 from ocr_app.outputs import render_markdown  # noqa: E402
 from ocr_app.pages import iter_pages  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 from .conftest import SAMPLE_PDF
 from ocr_app.config import load_mode_preset, load_model_preset
 from ocr_app.documents import open_document
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engines.hf import HFEngine
 from ocr_app.errors import InputError
 from ocr_app.outputs import DocumentResult, render_markdown

@@ -9,7 +9,7 @@ from tests.vllm_support import assert_same_greedy_output, next_token_logits, sam
 use_test_env()
 
 from ocr_app.config import RegionSplit  # noqa: E402
-from ocr_app.engines import GenerationSettings  # noqa: E402
+from ocr_app.engines.protocol import GenerationSettings  # noqa: E402
 from ocr_app.engines.spec_counters import difference  # noqa: E402
 from ocr_app.engines.vllm import VllmEngine, default_cpu_kv_cache_gib  # noqa: E402
 from ocr_app.metrics import SpecDecodingStats  # noqa: E402

@@ -11,7 +11,7 @@ from tests.vllm_support import sample_page_images, use_test_env
 use_test_env()
 
 from ocr_app.config import load_model_preset  # noqa: E402
-from ocr_app.engines import GenerationSettings  # noqa: E402
+from ocr_app.engines.protocol import GenerationSettings  # noqa: E402
 from ocr_app.engines.vllm import VllmEngine  # noqa: E402
 
 pytestmark = pytest.mark.slow

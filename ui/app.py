@@ -15,7 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from ocr_app.config import MODE_NAMES, ModelPreset, drafts_for, load_mode_preset
-from ocr_app.engines import Engine, GenerationSettings
+from ocr_app.engines.protocol import Engine, GenerationSettings
 from ocr_app.errors import OcrError
 from ocr_app.pages import DEFAULT_DPI
 from ocr_app.pipeline import ReadJob

@@ -22,7 +22,8 @@ import typer
 
 from ocr_app.cli.common import quiet_libraries, report_errors
 from ocr_app.config import default_model_name, load_model_preset
-from ocr_app.engines import ENGINE_NAMES, make_engine
+from ocr_app.engines.protocol import ENGINE_NAMES
+from ocr_app.engine_factory import make_engine
 from ocr_app.errors import OcrError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)

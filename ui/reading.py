@@ -22,7 +22,7 @@ from PIL import Image
 
 from ocr_app.config import PixelBudget
 from ocr_app.documents import Document, open_document, parse_page_range
-from ocr_app.engines import Engine
+from ocr_app.engines.protocol import Engine
 from ocr_app.errors import InputError, OcrError
 from ocr_app.metrics import PageMetrics, RunMetrics, SpecDecodingStats
 from ocr_app.outputs import DocumentResult, PageResult, render_json, render_markdown

@@ -13,7 +13,7 @@ from ocr_app.batch.report import batch_events, print_summary
 from ocr_app.batch.runner import BatchOptions, run_batch
 from ocr_app.batch.shutdown import stop_on_signals
 from ocr_app.batch.state import FAILED, PARTIAL, STATE_FILE, StateStore
-from ocr_app.engines import make_engine
+from ocr_app.engine_factory import make_engine
 from ocr_app.errors import OcrError
 from ocr_app.pipeline import ReadJob
 

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from ocr_app.batch.state import DONE, DUPLICATE, FAILED, PARTIAL, PENDING, StateStore, content_hash
 from ocr_app.documents import Document
-from ocr_app.engines import Engine
+from ocr_app.engines.protocol import Engine
 from ocr_app.errors import InputError
 from ocr_app.metrics import RunMetrics
 from ocr_app.outputs import DEFAULT_PAGE_SEPARATOR, DocumentResult, PageResult, render_json, render_markdown, write_atomic

@@ -37,7 +37,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterator

@@ -23,7 +23,8 @@ from tqdm import tqdm
 
 from ocr_app.cli.common import quiet_libraries, report_errors
 from ocr_app.config import default_model_name, load_model_preset
-from ocr_app.engines import ENGINE_NAMES, make_engine
+from ocr_app.engines.protocol import ENGINE_NAMES
+from ocr_app.engine_factory import make_engine
 from ocr_app.errors import OcrError
 from ocr_app.evaluation import Evaluation, evaluate, prepare_images
 from ocr_app.reports import BaselineResult, write_reports

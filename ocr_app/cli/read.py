@@ -25,7 +25,8 @@ from ocr_app.batch.runner import DEFAULT_MAX_ATTEMPTS
 from ocr_app.cli.common import quiet_libraries, report_errors
 from ocr_app.config import MODE_NAMES, default_model_name, drafts_for, load_mode_preset, load_model_preset
 from ocr_app.documents import find_documents
-from ocr_app.engines import ENGINE_NAMES, GenerationSettings, make_engine
+from ocr_app.engines.protocol import ENGINE_NAMES, GenerationSettings
+from ocr_app.engine_factory import make_engine
 from ocr_app.errors import OcrError
 from ocr_app.metrics import RunMetrics
 from ocr_app.outputs import DEFAULT_PAGE_SEPARATOR, DocumentResult, render_json, render_markdown, write_atomic

@@ -1,7 +1,7 @@
 """The transformers engine: Qwen3_5ForConditionalGeneration on CPU or GPU.
 
 drafts 0 runs transformers' own `generate` (also the independent reference the
-speculative decoder is tested against); drafts > 0 runs `ocr_app.spec`'s MTP
+speculative decoder is tested against); drafts > 0 runs `ocr_app.speculative`'s MTP
 self-speculative decoder with the checkpoint's `mtp.*` head.
 """
 
@@ -17,7 +17,7 @@ from transformers import AutoProcessor, Qwen3_5ForConditionalGeneration
 from transformers.generation.streamers import BaseStreamer
 
 from ocr_app.config import ModelPreset
-from ocr_app.engines import GenerationSettings, Key, PageText, TextCallback
+from ocr_app.engines.protocol import GenerationSettings, Key, PageText, TextCallback
 from ocr_app.errors import ModelError
 from ocr_app.metrics import PageMetrics
 from ocr_app.prompts import render_page_prompt
@@ -92,8 +92,8 @@ class HFEngine:
     def _speculative_decoder(self):
         """Loaded on first use: plain decoding never needs the head."""
         if self._decoder is None:
-            from ocr_app.spec.decoder import SpeculativeDecoder
-            from ocr_app.spec.mtp_head import load_mtp_head
+            from ocr_app.speculative.decoder import SpeculativeDecoder
+            from ocr_app.speculative.mtp_head import load_mtp_head
 
             head = load_mtp_head(self.preset.resolved_path(), self.model)
             self._decoder = SpeculativeDecoder(self.model, head, self.stop_token_ids, rollback=self.rollback)

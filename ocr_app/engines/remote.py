@@ -31,7 +31,7 @@ from PIL import Image
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from ocr_app.config import ModelPreset
-from ocr_app.engines import GenerationSettings, Key, PageText, TextCallback
+from ocr_app.engines.protocol import GenerationSettings, Key, PageText, TextCallback
 from ocr_app.engines.spec_counters import difference, from_acceptance_histogram, from_prometheus_text
 from ocr_app.errors import ConfigError, OcrError
 from ocr_app.metrics import PageMetrics, SpecDecodingStats

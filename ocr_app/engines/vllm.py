@@ -28,7 +28,7 @@ from PIL import Image
 
 from ocr_app.checkpoint import HeadReport, inspect_mtp_head
 from ocr_app.config import ModelPreset
-from ocr_app.engines import GenerationSettings, Key, PageText, TextCallback
+from ocr_app.engines.protocol import GenerationSettings, Key, PageText, TextCallback
 from ocr_app.engines.spec_counters import from_acceptance_histogram, from_engine_metrics
 from ocr_app.errors import ModelError
 from ocr_app.metrics import PageMetrics, SpecDecodingStats

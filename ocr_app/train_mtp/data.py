@@ -23,7 +23,7 @@ from PIL import Image
 
 from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.documents import find_documents, open_document
-from ocr_app.engines import Engine, GenerationSettings
+from ocr_app.engines.protocol import Engine, GenerationSettings
 from ocr_app.errors import ConfigError, InputError
 from ocr_app.pages import fit_image, iter_pages, prefetch, to_rgb
 from ocr_app.regions import split_page

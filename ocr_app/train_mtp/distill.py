@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from ocr_app.errors import ModelError
-from ocr_app.spec.mtp_head import MTPHead
+from ocr_app.speculative.mtp_head import MTPHead
 from ocr_app.train_mtp.teacher import TeacherPass
 
 

@@ -4,7 +4,7 @@
   main model's own output, K = 7; per draft position the share of bases where
   the head's draft equals the main model's argmax (`match`) and where drafts
   1..j all do (`acceptance`, what a verifier would accept from that base);
-* decoding: the speculative decoder (`ocr_app.spec`) reads each page with K
+* decoding: the speculative decoder (`ocr_app.speculative`) reads each page with K
   drafts per round, exactly as the transformers engine does, and reports
   `SpecDecodingStats`; its greedy output must equal the cached plain reading.
 """
@@ -20,10 +20,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ocr_app.config import PixelBudget
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.metrics import SpecDecodingStats
-from ocr_app.spec.decoder import SpeculativeDecoder
-from ocr_app.spec.mtp_head import MTPHead
+from ocr_app.speculative.decoder import SpeculativeDecoder
+from ocr_app.speculative.mtp_head import MTPHead
 from ocr_app.train_mtp.data import render_page
 from ocr_app.train_mtp.distill import Acceptance, distill, make_batch
 from ocr_app.train_mtp.loop import Example, autocast

@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 
 from ocr_app.checkpoint import HEAD_FILE, INDEX_NAME, inspect_mtp_head, write_weight_index
 from ocr_app.errors import ConfigError, ModelError
-from ocr_app.spec.mtp_head import MTPHead
+from ocr_app.speculative.mtp_head import MTPHead
 from ocr_app.train_mtp.head_init import head_state
 
 

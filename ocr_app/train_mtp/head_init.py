@@ -11,7 +11,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm
 
 from ocr_app.checkpoint import HEAD_FILE, HEAD_PREFIX, expected_head_shapes
 from ocr_app.errors import ModelError
-from ocr_app.spec.mtp_head import MTPHead, load_mtp_head
+from ocr_app.speculative.mtp_head import MTPHead, load_mtp_head
 
 
 def fresh_head(main_model, seed: int) -> MTPHead:

@@ -23,7 +23,7 @@ from PIL import Image
 from ocr_app.config import PixelBudget
 from ocr_app.errors import ConfigError
 from ocr_app.pages import prefetch
-from ocr_app.spec.mtp_head import MTPHead
+from ocr_app.speculative.mtp_head import MTPHead
 from ocr_app.train_mtp.config import TrainConfig
 from ocr_app.train_mtp.data import PageRead, PageRef, render_page
 from ocr_app.train_mtp.distill import Acceptance, distill, make_batch

@@ -11,12 +11,13 @@ from pathlib import Path
 import torch
 
 from ocr_app.config import ModelPreset
-from ocr_app.engines import GenerationSettings, make_engine
+from ocr_app.engines.protocol import GenerationSettings
+from ocr_app.engine_factory import make_engine
 from ocr_app.engines.hf import HFEngine
 from ocr_app.errors import ConfigError, ModelError
 from ocr_app.pages import DEFAULT_DPI
 from ocr_app.provenance import code_version
-from ocr_app.spec.mtp_head import load_mtp_head
+from ocr_app.speculative.mtp_head import load_mtp_head
 from ocr_app.train_mtp.config import TrainConfig
 from ocr_app.train_mtp.data import (
     PageRead, PageRef, ReadCache, band_refs, document_pages, read_pages, split_pages, synth_pages,

@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 from ocr_app.engines.hf import HFEngine
-from ocr_app.spec.decoder import embed_prompt
+from ocr_app.speculative.decoder import embed_prompt
 
 
 @dataclass

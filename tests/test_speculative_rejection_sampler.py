@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
 
-from ocr_app.spec.rejection_sampler import sampling_probs, verify_greedy, verify_sampling
+from ocr_app.speculative.rejection_sampler import sampling_probs, verify_greedy, verify_sampling
 
 VOCAB = 6
 

@@ -10,9 +10,9 @@ from PIL import Image
 from transformers import DynamicCache
 from transformers.cache_utils import LinearAttentionCacheLayerMixin
 
-from ocr_app.spec.cache import ROLLBACKS
-from ocr_app.spec.decoder import SpeculativeDecoder, embed_prompt
-from ocr_app.spec.mtp_head import load_mtp_head
+from ocr_app.speculative.cache import ROLLBACKS
+from ocr_app.speculative.decoder import SpeculativeDecoder, embed_prompt
+from ocr_app.speculative.mtp_head import load_mtp_head
 
 FED = [40, 41, 300, 7, 99, 250]  # last token + 5 drafts, arbitrary: the model decides nothing here
 

@@ -13,7 +13,7 @@ from transformers import DynamicCache
 from ocr_app.checkpoint import write_weight_index
 from ocr_app.engines.hf import load_model_folder
 from ocr_app.errors import ModelError
-from ocr_app.spec.mtp_head import load_mtp_head
+from ocr_app.speculative.mtp_head import load_mtp_head
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from ocr_app.spec.mtp_head import MTPHead
-from ocr_app.spec.rejection_sampler import sampling_probs
+from ocr_app.speculative.mtp_head import MTPHead
+from ocr_app.speculative.rejection_sampler import sampling_probs
 
 
 class MTPProposer:

@@ -21,9 +21,9 @@ from transformers import Qwen3_5ForConditionalGeneration
 
 from ocr_app.checkpoint import write_weight_index
 from ocr_app.config import load_model_preset
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engines.hf import HFEngine
-from ocr_app.spec.decoder import SpeculativeDecoder
+from ocr_app.speculative.decoder import SpeculativeDecoder
 
 MAX_TOKENS = 12
 MIXER_GAIN = 10.0  # louder token mixers in the varied model

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ocr_app.engines import GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.metrics import SpecDecodingStats
-from ocr_app.spec.cache import ROLLBACKS
-from ocr_app.spec.mtp_head import MTPHead
-from ocr_app.spec.proposer import MTPProposer
-from ocr_app.spec.rejection_sampler import Verdict, sampling_probs, verify_greedy, verify_sampling
+from ocr_app.speculative.cache import ROLLBACKS
+from ocr_app.speculative.mtp_head import MTPHead
+from ocr_app.speculative.proposer import MTPProposer
+from ocr_app.speculative.rejection_sampler import Verdict, sampling_probs, verify_greedy, verify_sampling
 
 TokenCallback = Callable[[list[int]], None]
 

@@ -1,0 +1,80 @@
+"""The engine protocol: what every backend (and every wrapper of one) offers, and the types it speaks.
+
+An engine reads page images and returns, per page, the text plus its metrics.
+`read` serves one page at a time and can stream text as it is produced;
+`read_many` keeps up to `concurrency` pages in flight and yields results in
+completion order, each tagged with the key it came with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Hashable, Literal, Protocol, TypeVar
+
+from PIL import Image
+
+from ocr_app.errors import ConfigError
+from ocr_app.metrics import PageMetrics
+
+EngineName = Literal["hf", "vllm"]
+ENGINE_NAMES: tuple[str, ...] = ("hf", "vllm")
+Key = TypeVar("Key", bound=Hashable)
+TextCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    max_tokens: int
+    drafts: int = 0  # K draft tokens per round from the MTP head; 0 = plain decoding
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ConfigError("max tokens must be at least 1")
+        if not 0 <= self.drafts <= 7:
+            raise ConfigError(f"drafts must be between 0 and 7, got {self.drafts}")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ConfigError("need temperature >= 0 and 0 < top_p <= 1")
+
+
+@dataclass(frozen=True)
+class PageText:
+    """What an engine returns for one page."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    metrics: PageMetrics
+
+
+class Engine(Protocol):
+    name: str
+
+    def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
+        """Read one page; `on_text` receives each new piece of text as it is produced."""
+        ...
+
+    def read_many(
+        self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
+    ) -> Iterator[tuple[Key, PageText]]:
+        """Read many pages, up to `concurrency` at once; results come in completion order."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class WrappedEngine:
+    """Base of an engine that wraps another to change how pages are read: anything else an engine offers
+    (e.g. `spec_totals`, `drafts`, `read_many` where not overridden) is the wrapped engine's."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.name = engine.name
+
+    def __getattr__(self, name: str):
+        return getattr(self.engine, name)
+
+    def close(self) -> None:
+        self.engine.close()

@@ -1,0 +1,103 @@
+"""Bands: a page's rows cut into bands of whole text lines (a row-only X-Y cut), enlarged and padded as the model reads them."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from ocr_app.config import RegionSplit
+from ocr_app.regions.ink import INK_SHARE, LIGHT_SHARE, ink_per_row, inner_runs
+
+# A line's body holds at least this share: a cut between two lines has one's body on either side (the light
+# rows between a descender's stem and its heavier tail, at the foot of a line, are not between lines).
+BODY_SHARE = 0.25
+# Past this, enlarging only blurs: a line 10 rows high holds no more detail at 40.
+MAX_ENLARGEMENT = 3.0
+
+
+def valley_row(ink: np.ndarray) -> int | None:
+    """In a band's rows (`ink`: [h] ink pixels per row), the middle of the widest run of light rows with ink
+    on both sides and letters' bodies beyond: the space between two lines, descenders above and ascenders
+    below.  The widest, not the lightest row: a line's accents can part from its letters by a row lighter
+    than the space above them.  None if there is no such run (one line, or lines skewed into each other)."""
+    body = ink >= BODY_SHARE * ink.max()  # [h]
+    runs = [(start, end) for start, end in inner_runs(ink >= LIGHT_SHARE * ink.max()) if body[:start].any() and body[end:].any()]
+    if not runs:
+        return None
+    middle = ink.size / 2
+    start, end = max(runs, key=lambda run: (run[1] - run[0], -abs((run[0] + run[1]) / 2 - middle)))
+    return (start + end) // 2
+
+
+def band_cuts(ink: np.ndarray, inked: np.ndarray, top: int, bottom: int, split: RegionSplit) -> list[int]:
+    """Rows at which to cut rows top..bottom-1 of a page (`ink`: [H] ink pixels per row, `inked`: [H] rows
+    with ink) so that each band's ink is at most `split.max_height` high where blank runs allow (and light
+    rows, with `split.cut_between_lines`); the widest blank run is cut first, in its middle."""
+    band_ink = np.flatnonzero(inked[top:bottom])
+    if band_ink.size == 0:
+        return []
+    top, bottom = top + int(band_ink[0]), top + int(band_ink[-1]) + 1
+    if bottom - top <= split.max_height:
+        return []
+    runs = [(start, end) for start, end in inner_runs(inked[top:bottom]) if end - start >= split.min_gap]
+    if runs:
+        middle = (bottom - top) / 2
+        # Widest first; between equals, the one nearer the middle gives the more even halves.
+        start, end = max(runs, key=lambda run: (run[1] - run[0], -abs((run[0] + run[1]) / 2 - middle)))
+        cut = top + (start + end) // 2
+    else:
+        valley = valley_row(ink[top:bottom]) if split.cut_between_lines else None
+        if valley is None:
+            return []
+        cut = top + valley
+    return band_cuts(ink, inked, top, cut, split) + [cut] + band_cuts(ink, inked, cut, bottom, split)
+
+
+def band_rows(image: Image.Image, split: RegionSplit) -> list[tuple[int, int]]:
+    """(first, end) rows of each band's ink, top to bottom, end exclusive; none for a page without ink."""
+    return rows_of_bands(ink_per_row(image), image.width, split)
+
+
+def rows_of_bands(ink: np.ndarray, width: int, split: RegionSplit) -> list[tuple[int, int]]:
+    """`band_rows` of a page `width` wide from its ink per row ([H])."""
+    inked = ink > INK_SHARE * width
+    rows = np.flatnonzero(inked)
+    if rows.size == 0:
+        return []
+    edges = [int(rows[0]), *band_cuts(ink, inked, int(rows[0]), int(rows[-1]) + 1, split), int(rows[-1]) + 1]
+    bands = []
+    for top, bottom in zip(edges, edges[1:]):
+        band_ink = np.flatnonzero(inked[top:bottom])
+        bands.append((top + int(band_ink[0]), top + int(band_ink[-1]) + 1))
+    return bands
+
+
+def enlargement(heights: list[int], text_height: int | None) -> float:
+    """How much to enlarge a page's bands so that the median of their line heights (`line_height`) is
+    `text_height` (never shrunk; the median, as one line's height depends on its letters: "ana" has no
+    ascender, "Şığ" both)."""
+    if text_height is None:
+        return 1.0
+    return min(MAX_ENLARGEMENT, max(1.0, text_height / float(np.median(heights))))
+
+
+def cut_band(
+    image: Image.Image,
+    top: int,
+    bottom: int,
+    columns: tuple[int, int],
+    split: RegionSplit,
+    scale: float,
+    token_side: int,
+    paper: tuple[int, ...],
+) -> Image.Image:
+    """Rows top..bottom-1 and `columns` (left, right exclusive) of `image` as the model reads them: enlarged by
+    `scale`, with `split.margin` rows of `paper` above and below, and padded to a whole number of visual tokens
+    (`token_side`) high."""
+    left, right = columns
+    band = image.crop((left, top, right, bottom))
+    if scale > 1.0:
+        band = band.resize((round(band.width * scale), round(band.height * scale)), Image.Resampling.BICUBIC)
+    extra = -(band.height + 2 * split.margin) % token_side
+    border = (0, split.margin + extra // 2, 0, split.margin + extra - extra // 2)
+    return ImageOps.expand(band, border=border, fill=paper)

@@ -1,0 +1,58 @@
+"""Rules erased: a table's borders and underlines painted over in the paper's colour before a page is cut."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from ocr_app.regions.ink import paper_color
+
+# A rule (a table's border, an underline) is a straight run of ink at least this share of the page's width
+# when horizontal, of its height when vertical, and at least this many pixels.  Letters' runs on
+# samples/tob-mini's pages are shorter: under 96 across (the feet of a blurred bold serif line) and 48 down.
+RULE_SHARE = (1 / 8, 1 / 20)
+MIN_RULE = (96, 48)
+RULE_THICKNESS = 6
+# A rule's pixels are darker than the paper by this much: a thin rule blurred by a scan is lighter than letters.
+RULE_CONTRAST = 40
+
+
+def in_long_runs(ink: np.ndarray, length: int) -> np.ndarray:
+    """[H, W] bool: the pixels of `ink` ([H, W] bool) in a run of at least `length` inked pixels along a row."""
+    width = ink.shape[1]
+    inked = np.cumsum(np.pad(ink, ((0, 0), (1, 0))), axis=1, dtype=np.int32)  # [H, W+1]: ink left of each column
+    full = np.pad(inked[:, length:] - inked[:, :-length] == length, ((0, 0), (0, length - 1)))  # [H, W]: run starts
+    starts = np.cumsum(np.pad(full, ((0, 0), (length, 0))), axis=1, dtype=np.int32)  # [H, W+length]
+    return starts[:, length:] - starts[:, :width] > 0  # a full run starts within `length` columns left of it
+
+
+def _thickened(mask: np.ndarray, axis: int) -> np.ndarray:
+    """`mask` ([H, W] bool) with each set pixel's neighbours along `axis` set too."""
+    padded = np.pad(mask, [(1, 1) if side == axis else (0, 0) for side in range(2)])
+    size = mask.shape[axis]
+    return np.take(padded, range(0, size), axis=axis) | mask | np.take(padded, range(2, size + 2), axis=axis)
+
+
+def erase_rules(image: Image.Image) -> Image.Image:
+    """`image` with its rules (`RULE_SHARE`) painted over in the paper's colour, a pixel around them too (their
+    anti-aliased edges): a table's borders join its rows into one band and its columns into one cell, and
+    the model reads text, not lines."""
+    pixels = np.asarray(image.convert("RGB"))  # [H, W, 3]
+    gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
+    ink = gray < int(np.median(gray)) - RULE_CONTRAST
+    height, width = ink.shape
+    across, down = (max(least, round(share * side)) for least, share, side in zip(MIN_RULE, RULE_SHARE, (width, height)))
+    # A rule skewed by a degree steps aside a pixel every 57: runs are sought in ink thickened by a pixel across.
+    # A rule is thin: ink thicker than RULE_THICKNESS across it (a picture, a shaded cell, a letter's stem
+    # where it touches the rule) is not a rule.
+    rules = np.zeros_like(ink)
+    if width >= across:
+        rules |= in_long_runs(_thickened(ink, axis=0), across) & ~in_long_runs(ink.T, RULE_THICKNESS + 1).T
+    if height >= down:
+        rules |= in_long_runs(_thickened(ink, axis=1).T, down).T & ~in_long_runs(ink, RULE_THICKNESS + 1)
+    if not rules.any():
+        return image
+    rules = _thickened(_thickened(rules, axis=0), axis=1)
+    erased = pixels.copy()
+    erased[rules] = paper_color(image)
+    return Image.fromarray(erased)
