@@ -15,7 +15,7 @@ import pytest
 
 from ocr_app.config import load_model_preset
 from ocr_app.engines.protocol import GenerationSettings
-from ocr_app.engines.remote import RemoteEngine, serve_command
+from ocr_app.engines.remote import TIMEOUT, RemoteEngine, serve_command
 from ocr_app.errors import OcrError
 from ocr_app.metrics import SpecDecodingStats
 from tests.conftest import PROJECT_ROOT, SAMPLE_PDF
@@ -133,7 +133,7 @@ def test_connection_errors_are_retried(engine, pages, preset, server_url):
     expected = engine.read(pages[1], SETTINGS)
     flaky = RemoteEngine(preset, [server_url])
     transport = FlakyTransport(failures=2)
-    flaky.client = httpx.Client(transport=transport)
+    flaky.client = httpx.Client(transport=transport, timeout=TIMEOUT)  # the engine's own, not httpx's 5 s
     page = flaky.read(pages[1], SETTINGS)
     assert transport.attempts == 3 and page.token_ids == expected.token_ids
     flaky.close()

@@ -270,3 +270,61 @@ def test_band_samples_of_long_lines_are_chunks_of_them_as_reading_cuts_them():
         assert any(whole_words[start : start + len(chunk_words)] == chunk_words for start in range(len(whole_words)))
         shorter += len(chunk_words) < len(whole_words)
     assert shorter >= 10
+
+
+def _iban_valid(number: str) -> bool:
+    """ISO 13616: the country and check digits moved to the end, letters as 10..35, the number mod 97 is 1."""
+    compact = number.replace(" ", "")
+    moved = compact[4:] + compact[:4]
+    return len(compact) == 26 and compact[:2] == "TR" and int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
+def _tckn_valid(number: str) -> bool:
+    d = [int(c) for c in number]
+    return (len(d) == 11 and d[0] != 0 and (7 * sum(d[0:9:2]) - sum(d[1:8:2])) % 10 == d[9]
+            and sum(d[:10]) % 10 == d[10])
+
+
+def _vkn_valid(number: str) -> bool:
+    total = 0
+    for index, digit in enumerate(int(c) for c in number[:9]):
+        shifted = (digit + 10 - (index + 1)) % 10
+        weighted = shifted * 2 ** (10 - (index + 1)) % 9
+        total += 9 if shifted and not weighted else weighted
+    return len(number) == 10 and (10 - total % 10) % 10 == int(number[9])
+
+
+def test_identifiers_carry_valid_check_digits():
+    rng = random.Random(4)
+    for _ in range(300):
+        assert _iban_valid(text.iban(rng))
+        assert _tckn_valid(text.tckn(rng))
+        assert _vkn_valid(text.vkn(rng))
+    assert not _tckn_valid("10000000147") and _tckn_valid("10000000146")  # the checkers themselves tell them apart
+    assert _iban_valid("TR33 0006 1005 1978 6457 8413 26") and not _iban_valid("TR34 0006 1005 1978 6457 8413 26")
+    assert re.fullmatch(r"[A-Z0-9]{3}20\d\d\d{9}", text.invoice_number(rng))
+    assert re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}", text.ettn(rng))
+
+
+def test_real_tokens_are_dictionary_words_with_suffixes_and_formats():
+    words = lexicon.dictionary_words()
+    assert len(words) == lexicon.WORDS_SHIPPED and all(" " not in word for word in words[:1000])
+    tokens = [text.real_token(random.Random(seed)) for seed in range(400)]
+    assert sum(token in words for token in tokens) > 200
+    assert any(token.endswith(("TL", "₺", "TRY", "EUR")) or token.startswith(("USD", "$", "€", "₺")) for token in tokens)
+    # A dictionary word is a stem with its suffixes: far longer on average than the stems' lists.
+    assert sum(map(len, words)) / len(words) > 9
+
+
+def test_document_fonts_only_where_asked_and_installed():
+    plain = make_sample(7, "line", random_text=True)
+    assert make_sample(7, "line", random_text=True, fonts=0.0, lexicon=0.0).markdown == plain.markdown
+    families = render.installed_families()
+    if not families:
+        pytest.skip("no document fonts installed (make train-setup)")
+    styled = [make_sample(seed, "page", random_text=True, fonts=1.0, lexicon=0.5) for seed in range(4)]
+    assert all(sample.image.size[0] > 0 for sample in styled)
+    for family in families:
+        face = render.Style(family, 18, (0, 0, 0), (255, 255, 255), 40, "none").font()
+        assert face.getbbox("ğüşıöçİĞ")[2] > 0
+        assert "₺" not in render.spelled_for(family, "42,50 ₺") or "₺" not in render.missing_characters(family)
