@@ -76,6 +76,15 @@ def test_every_shown_command_is_one_the_tools_accept(page, words):
         assert (ROOT / args[0]).is_file(), f"no script {args[0]}"
 
 
+def test_the_examples_in_ocr_read_help_parse():
+    from ocr_app.cli.read import EXAMPLES
+
+    examples = block_commands(f"```\n{EXAMPLES}\n```\n")
+    assert len(examples) >= 3
+    for words in examples:
+        test_every_shown_command_is_one_the_tools_accept("ocr-read --help", words)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
 def test_options_named_in_the_text_exist(page):
     """Inline `ocr-... --flag` fragments need not be whole commands, but their subcommands and flags must exist."""
