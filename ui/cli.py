@@ -20,9 +20,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ocr_app.cli.common import quiet_libraries, report_errors
+from ocr_app.cli.common import ENGINE_HELP, MODEL_HELP, quiet_libraries, report_errors
 from ocr_app.config import default_model_name, load_model_preset
-from ocr_app.engines.protocol import ENGINE_NAMES
 from ocr_app.engine_factory import make_engine
 from ocr_app.errors import OcrError
 
@@ -47,12 +46,12 @@ def _is_loopback(host: str) -> bool:
 
 @app.command()
 def serve(
-    model: Annotated[Optional[str], typer.Option(help="Model preset name, preset .toml, or model folder.")] = None,
-    engine: Annotated[str, typer.Option(help=f"Engine: {', '.join(ENGINE_NAMES)}.")] = "hf",
+    model: Annotated[Optional[str], typer.Option(help=MODEL_HELP)] = None,
+    engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "hf",
     host: Annotated[str, typer.Option(help="Address to listen on; anything but loopback opens the UI to the network.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 7860,
-    max_pages: Annotated[int, typer.Option(help="Most pages read per request.")] = 50,
-    max_upload_mb: Annotated[float, typer.Option(help="Largest file accepted, in MB.")] = 50.0,
+    max_pages: Annotated[int, typer.Option(help="Most pages read per request, over all its documents.")] = 50,
+    max_upload_mb: Annotated[float, typer.Option(help="Largest uploaded file accepted, in MB.")] = 50.0,
 ) -> None:
     """Serve the OCR web UI."""
     # Before Gradio is imported: no usage reports and no version checks.

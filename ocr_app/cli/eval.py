@@ -21,9 +21,8 @@ from typing import Annotated, Optional
 import typer
 from tqdm import tqdm
 
-from ocr_app.cli.common import quiet_libraries, report_errors
+from ocr_app.cli.common import ENGINE_HELP, MAX_TOKENS_HELP, MODEL_HELP, quiet_libraries, report_errors
 from ocr_app.config import default_model_name, load_model_preset
-from ocr_app.engines.protocol import ENGINE_NAMES
 from ocr_app.engine_factory import make_engine
 from ocr_app.errors import OcrError
 from ocr_app.evaluation import Evaluation, evaluate, prepare_images
@@ -61,19 +60,19 @@ def _group() -> None:
 
 @app.command()
 def tob(
-    data: Annotated[str, typer.Argument(help="Benchmark folder, parquet/arrow file or folder, or hub dataset id.")],
+    data: Annotated[str, typer.Argument(help="Benchmark: a folder of pages with a .md truth beside each (or metadata.jsonl), parquet/arrow files, or a hub dataset id.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Folder for report.md, report.json, report.png.")],
-    model: Annotated[Optional[str], typer.Option(help="Model preset name, preset .toml, or model folder.")] = None,
-    engine: Annotated[str, typer.Option(help=f"Engine: {', '.join(ENGINE_NAMES)}.")] = "hf",
-    drafts: Annotated[str, typer.Option(help="Draft counts K to run, comma-separated; 0 is always run.")] = "0",
-    concurrency: Annotated[str, typer.Option(help="Pages in flight, comma-separated, e.g. 1,64.")] = "1",
-    every: Annotated[int, typer.Option(help="Every Nth page of each category.")] = 1,
-    limit: Annotated[Optional[int], typer.Option(help="At most this many pages, spread over the categories.")] = None,
-    baseline: Annotated[Optional[str], typer.Option(help="Also score a classical engine: tesseract.")] = None,
+    model: Annotated[Optional[str], typer.Option(help=MODEL_HELP)] = None,
+    engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "hf",
+    drafts: Annotated[str, typer.Option(help="Draft counts K to compare, comma-separated, e.g. 0,3,6; 0 (the reference) is always run.")] = "0",
+    concurrency: Annotated[str, typer.Option(help="Pages in flight, comma-separated, e.g. 1,64; every K is run at each.")] = "1",
+    every: Annotated[int, typer.Option(help="Keep every Nth page of each category.")] = 1,
+    limit: Annotated[Optional[int], typer.Option(help="At most this many pages, taken round-robin over the categories; default: all.")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Also score a classical OCR engine on the same pages: tesseract; default: none.")] = None,
     tolerance: Annotated[Optional[float], typer.Option(
         help="Largest allowed score change (points) between K=0 and K>0; default 0 for hf in fp32, else 0.1.")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option(help="Most tokens per page; default from the model preset.")] = None,
-    ignore_case: Annotated[bool, typer.Option(help="Score with Turkish case folding.")] = False,
+    max_tokens: Annotated[Optional[int], typer.Option(help=MAX_TOKENS_HELP)] = None,
+    ignore_case: Annotated[bool, typer.Option(help="Score with Turkish case folding (İ/i, I/ı).")] = False,
 ) -> None:
     """Score, unchanged-output check and speed table on TurkishOCR-Bench style data."""
     with report_errors():

@@ -22,10 +22,10 @@ from tqdm import tqdm
 
 from ocr_app.batch.command import BatchSettings, read_folder, recorded_settings
 from ocr_app.batch.runner import DEFAULT_MAX_ATTEMPTS
-from ocr_app.cli.common import quiet_libraries, report_errors
-from ocr_app.config import MODE_NAMES, default_model_name, drafts_for, load_mode_preset, load_model_preset
+from ocr_app.cli.common import ENGINE_HELP, MAX_TOKENS_HELP, MODEL_HELP, quiet_libraries, report_errors
+from ocr_app.config import default_model_name, drafts_for, load_mode_preset, load_model_preset
 from ocr_app.documents import find_documents
-from ocr_app.engines.protocol import ENGINE_NAMES, GenerationSettings
+from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engine_factory import make_engine
 from ocr_app.errors import OcrError
 from ocr_app.metrics import RunMetrics
@@ -38,6 +38,13 @@ FORMATS = ("md", "json")
 
 
 STDOUT = Path("-")
+EXAMPLES = """Examples:
+
+  ocr-read invoice.pdf -o out.md                    # one document, one .md
+  ocr-read invoice.pdf --pages 1-3 --format json -o out.json
+  ocr-read scans/ -o out/ --glob '*.pdf'            # a folder; a rerun resumes
+  ocr-read --retry-failed out/                      # its failed documents only
+  ocr-read a.pdf --model qwen3.5-2b-ocr-tr --engine vllm -o a.md"""
 
 
 def plan_outputs(inputs: list[Path], documents: list[Path], output: Path | None, fmt: str) -> dict[Path, Path | None]:
@@ -68,30 +75,30 @@ def plan_outputs(inputs: list[Path], documents: list[Path], output: Path | None,
     return planned
 
 
-@app.command()
+@app.command(epilog=EXAMPLES)
 def read(
-    inputs: Annotated[Optional[list[Path]], typer.Argument(help="PDFs, images, or folders of them.", show_default=False)] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output file (one document) or folder.")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Model preset name, preset .toml, or model folder.")] = None,
-    engine: Annotated[str, typer.Option(help=f"Engine: {', '.join(ENGINE_NAMES)}.")] = "hf",
-    mode: Annotated[Optional[str], typer.Option(help=f"Mode: {', '.join(MODE_NAMES)}; default bulk for folders, else low-latency.")] = None,
-    drafts: Annotated[Optional[int], typer.Option(help="MTP draft tokens per step (0 = off); default from the mode.")] = None,
-    pages: Annotated[Optional[str], typer.Option(help="Pages to read, 1-based, e.g. 1-3,7.")] = None,
-    dpi: Annotated[int, typer.Option(help="Rendering resolution for PDF pages.")] = DEFAULT_DPI,
-    fmt: Annotated[str, typer.Option("--format", help="md or json (per-page text and metrics).")] = "md",
+    inputs: Annotated[Optional[list[Path]], typer.Argument(help="PDFs, images (PNG, JPEG, TIFF, WebP, BMP, GIF), or folders of them (a batch run).", show_default=False)] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output file (one document: .md or .json) or folder; default: standard output.")] = None,
+    model: Annotated[Optional[str], typer.Option(help=MODEL_HELP)] = None,
+    engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "hf",
+    mode: Annotated[Optional[str], typer.Option(help="Mode: low-latency (one page at a time, streamed) or bulk (many pages in flight); default: bulk for folders, else low-latency.")] = None,
+    drafts: Annotated[Optional[int], typer.Option(help="MTP draft tokens per step, 0-7 (0 = plain decoding); default: the model preset's or the mode's.")] = None,
+    pages: Annotated[Optional[str], typer.Option(help="Pages to read, 1-based, e.g. 1-3,7 or 5-; default: all.")] = None,
+    dpi: Annotated[int, typer.Option(help="PDF rendering resolution (dpi), before pages are fitted to the model's pixel budget.")] = DEFAULT_DPI,
+    fmt: Annotated[str, typer.Option("--format", help="md (Markdown) or json (per-page text and metrics).")] = "md",
     page_separator: Annotated[str, typer.Option(help="Line opening each page in Markdown; {page} is its number.")] = DEFAULT_PAGE_SEPARATOR,
-    password: Annotated[Optional[str], typer.Option(help="Password for encrypted PDFs.")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option(help="Most tokens per page; default from the model preset.")] = None,
-    temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
-    glob: Annotated[Optional[str], typer.Option(help="Within folders, only files matching this pattern.")] = None,
-    retry_failed: Annotated[Optional[Path], typer.Option(help="Read again the failed documents of this batch output folder, with its recorded settings.")] = None,
+    password: Annotated[Optional[str], typer.Option(help="Password of encrypted PDFs; default: none.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help=MAX_TOKENS_HELP)] = None,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature; 0 = greedy.")] = 0.0,
+    glob: Annotated[Optional[str], typer.Option(help="Within folders, read only files matching this pattern, e.g. '*.pdf'; default: every document.")] = None,
+    retry_failed: Annotated[Optional[Path], typer.Option(help="Read again only the failed documents of this batch output folder, with its recorded settings.")] = None,
     force: Annotated[bool, typer.Option(help="Batch: redo every document, even those already done.")] = False,
     allow_partial: Annotated[bool, typer.Option(help="Batch: write a document whose pages partly failed, with a placeholder for each.")] = False,
     max_attempts: Annotated[int, typer.Option(help="Batch: reads of a failing page before giving up on it.")] = DEFAULT_MAX_ATTEMPTS,
-    log_json: Annotated[Optional[Path], typer.Option(help="Batch: append one JSON line per finished page to this file.")] = None,
+    log_json: Annotated[Optional[Path], typer.Option(help="Batch: append one JSON line per finished or failed page to this file; default: none.")] = None,
     server: Annotated[
         Optional[list[str]],
-        typer.Option(help="URL of a running `vllm serve` to send pages to instead of starting vLLM here; repeatable."),
+        typer.Option(help="URL of a running `vllm serve` to send pages to (repeatable; with --engine vllm); default: start vLLM here."),
     ] = None,
 ) -> None:
     """Read documents into Markdown."""

@@ -81,6 +81,8 @@ A small Qwen3.5 vision-language OCR model ({parameters / 1e6:.2f}M parameters, c
 byte-level BPE of {len(config.characters)} merged characters) trained from scratch by `ocr-train-ocr` on synthetic
 Turkish documents from `ocr_app.synth` (never the benchmark's reserved seeds). The MTP head in
 `mtp.safetensors` is random until `ocr-train-mtp` trains it and records its run in a section below.
+Recipe, measured figures (real documents first) and training history: `docs/ocr-tiny-tr.md` in the
+ocr_app repository.
 
 - Steps: {state['step']} ({state['data_position']} samples), training wall time {state['wall_s'] / 3600:.2f} h
 - Held-out greedy CER at the last evaluation: {evaluation}
