@@ -7,6 +7,7 @@ hold several pages).  Everything wrong with an input surfaces here as an
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ocr_app.errors import InputError
 
+log = logging.getLogger(__name__)
 pymupdf.TOOLS.mupdf_display_errors(False)
 
 PDF_SUFFIXES = {".pdf"}
@@ -98,10 +100,13 @@ def open_document(path: Path, password: str | None = None) -> Document:
 
 
 def _open_pdf(path: Path, password: str | None) -> Document:
+    # PyMuPDF's own wording ("Failed to open file '...' as type pdf.") repeats the path and says no more
+    # than this; it goes to the debug log.
     try:
         pdf = pymupdf.open(path)
     except (pymupdf.FileDataError, RuntimeError, ValueError) as exc:
-        raise InputError(f"{path}: corrupt PDF ({_first_line(exc)})") from None
+        log.debug("PyMuPDF cannot open %s: %s", path, exc)
+        raise InputError(f"{path}: corrupt PDF, cannot be opened") from None
     with pdf:
         if pdf.needs_pass:
             if password is None:
@@ -113,7 +118,8 @@ def _open_pdf(path: Path, password: str | None) -> Document:
         try:
             pdf.load_page(pdf.page_count - 1)  # a truncated file often fails only at its last page
         except (RuntimeError, ValueError) as exc:
-            raise InputError(f"{path}: corrupt PDF ({_first_line(exc)})") from None
+            log.debug("PyMuPDF cannot load the last page of %s: %s", path, exc)
+            raise InputError(f"{path}: corrupt PDF, its pages cannot be read") from None
         return Document(path=path, kind="pdf", page_count=pdf.page_count, password=password)
 
 

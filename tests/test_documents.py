@@ -63,6 +63,13 @@ def test_truncated_pdf(tmp_path):
     assert "PDF" in error_for(path)
 
 
+def test_corrupt_pdf_is_our_one_line_not_the_librarys(tmp_path):
+    """A PDF header over bytes PyMuPDF cannot open: the message names the file once, in our words."""
+    path = tmp_path / "dekont.pdf"
+    path.write_bytes(b"%PDF-1.4\n" + bytes(range(256)) * 20)
+    assert error_for(path) == f"{path}: corrupt PDF, cannot be opened"
+
+
 def test_garbage_named_pdf(tmp_path):
     path = tmp_path / "rapor.pdf"
     path.write_bytes(b"this is plain text, not a PDF\n" * 10)
