@@ -9,23 +9,27 @@ import pytest
 from PIL import Image
 
 from .conftest import SAMPLE_PDF
-from ocr_app.config import load_mode_preset
+from ocr_app.config import RegionSplit, load_mode_preset
 from ocr_app.documents import open_document
 from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.errors import InputError
 from ocr_app.metrics import PageMetrics, RunMetrics, SpecDecodingStats
 from ocr_app.outputs import render_markdown
+from ocr_app.pages import iter_pages
 from ocr_app.pipeline import ReadJob, read_documents
+from ocr_app.regions import ReadByRegions, page_regions
 from ui.reading import (
     DocumentEntry,
     PageEntry,
     Reading,
     Upload,
     accept_uploads,
+    count_readings,
+    errors_html,
     figures_markdown,
     plan_documents,
+    progress_markdown,
     run_reading,
-    status_markdown,
 )
 
 
@@ -94,7 +98,7 @@ def test_a_request_writes_what_ocr_read_writes(hf_engine, tiny_preset, tmp_path)
     reading = Reading(model=tiny_preset.name, engine="hf", mode="low-latency", drafts=0)
     lock = threading.Lock()
 
-    states = [status_markdown(state) for state in run_reading(planned, hf_engine, lock, reading, tmp_path)]
+    states = [progress_markdown(state) for state in run_reading(planned, hf_engine, lock, reading, tmp_path)]
 
     [result] = read_documents([SAMPLE_PDF], hf_engine, job)
     assert [Path(path).name for path in reading.downloads] == ["fatura.md", "fatura.json", "fatura-2.md", "fatura-2.json"]
@@ -102,8 +106,40 @@ def test_a_request_writes_what_ocr_read_writes(hf_engine, tiny_preset, tmp_path)
         assert Path(markdown).read_text(encoding="utf-8") == render_markdown(result)
     assert list(reading.pages) == ["fatura.pdf · page 1", "fatura-2.pdf · page 1"]
     assert reading.pages["fatura-2.pdf · page 1"].text == result.pages[0].text
+    assert states[0].startswith("Reading fatura.pdf · page 1: 0 of 2 pages done")  # shown before any token
     assert states[-1].startswith("Done: 2 pages from 2 documents")
+    assert reading.live.output_tokens == 2 * result.pages[0].metrics.output_tokens
+    assert f"{reading.live.output_tokens} tokens" in states[-1]
     assert lock.acquire(blocking=False)
+
+
+def test_live_figures_count_each_band_as_it_comes_back(hf_engine, tiny_preset):
+    """Beneath the split into bands, so that they move while a page is read; they add up to the page's."""
+    [page] = iter_pages(open_document(SAMPLE_PDF), [1], tiny_preset.pixels, 60)
+    split = RegionSplit(max_height=48, margin=8)
+    engine = ReadByRegions(hf_engine, split, tiny_preset.pixels.factor)
+    parts = sum(part is not None for band in page_regions(page.image, split, tiny_preset.pixels.factor) for part in band.images)
+    settings = GenerationSettings(max_tokens=4, drafts=2)
+    seen: list[PageMetrics] = []
+    counted = count_readings(engine, seen.append)
+
+    alone = counted.read(page.image, settings)
+    [(_, in_bulk)] = counted.read_many([("p", page.image)], settings, concurrency=4)
+
+    assert parts > 1 and len(seen) == 2 * parts
+    for read, observed in ((alone, seen[:parts]), (in_bulk, seen[parts:])):
+        assert sum(metrics.output_tokens for metrics in observed) == read.metrics.output_tokens
+        assert sum(metrics.spec.num_drafts for metrics in observed) == read.metrics.spec.num_drafts > 0
+    seen.clear()
+    count_readings(hf_engine, seen.append).read(page.image, settings)
+    assert len(seen) == 1  # an engine that reads whole pages: once per page
+
+
+def test_errors_are_one_alert_with_the_messages_as_text():
+    assert errors_html([]) == ""
+    alert = errors_html(["<b>.pdf: corrupt PDF, cannot be opened", "x.png: empty file (0 bytes)"])
+    assert alert.startswith('<div class="ocr-errors" role="alert"><strong>2 errors</strong>')
+    assert "<li>&lt;b&gt;.pdf: corrupt PDF, cannot be opened</li><li>x.png: empty file (0 bytes)</li>" in alert
 
 
 def test_an_abandoned_request_frees_the_engine(hf_engine, tiny_preset, tmp_path):

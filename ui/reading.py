@@ -5,16 +5,23 @@ only runs it off the web server's thread and turns its callbacks into a
 `Reading`, the state the page shows: per-page text and metrics, per-document
 metrics, errors, and the `.md`/`.json` files to download.  One document at a
 time goes through the pipeline so that each has its own wall time (pages/s).
+
+The pipeline reports a page when it is done; a page of a model that reads by
+regions takes dozens of engine readings (one per band, cell or chunk), so the
+live figures (tokens, tok/s, acceptance) count each reading's own metrics as it
+comes back from the engine, in both modes: in bulk nothing else moves until a
+page is done.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import html
 import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,23 +29,27 @@ from PIL import Image
 
 from ocr_app.config import PixelBudget
 from ocr_app.documents import Document, open_document, parse_page_range
-from ocr_app.engines.protocol import Engine
+from ocr_app.engines.protocol import Engine, GenerationSettings, Key, PageText, TextCallback, WrappedEngine
 from ocr_app.errors import InputError, OcrError
 from ocr_app.metrics import PageMetrics, RunMetrics, SpecDecodingStats
 from ocr_app.outputs import DocumentResult, PageResult, render_json, render_markdown
 from ocr_app.pages import iter_pages
 from ocr_app.pipeline import Progress, ReadJob, read_documents
+from ocr_app.regions import ReadByRegions
 
 log = logging.getLogger(__name__)
 
-# Page images as shown next to their text, and upload thumbnails: small, fast to render.
+# Page images as shown next to their text, and upload thumbnails: small, fast to render.  A thumbnail has
+# twice the pixels it is shown at, so that it stays sharp on a high-density screen.
 VIEW_BUDGET = PixelBudget(min_pixels=32 * 32, max_pixels=1024 * 1280)
 VIEW_DPI = 100
-THUMB_BUDGET = PixelBudget(min_pixels=32 * 32, max_pixels=160 * 224)
-THUMB_DPI = 36
+THUMB_BUDGET = PixelBudget(min_pixels=32 * 32, max_pixels=300 * 420)
+THUMB_DPI = 50
 MAX_THUMBS_PER_DOCUMENT = 12
-# The page is refreshed at most this often while tokens stream in.
+# The page is refreshed at most this often while tokens stream in, and at least this often
+# (elapsed time, live figures) while nothing does.
 REFRESH_S = 0.1
+IDLE_REFRESH_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -101,10 +112,12 @@ def plan_documents(uploads: list[Upload], job: ReadJob, max_pages: int) -> tuple
     return planned, errors
 
 
-def describe_uploads(uploads: list[Upload]) -> tuple[list[tuple[Image.Image, str]], list[str]]:
-    """Thumbnails (image, caption) of the first pages of each upload, and one line per upload."""
+def describe_uploads(uploads: list[Upload]) -> tuple[list[tuple[Image.Image, str]], list[str], list[str]]:
+    """Thumbnails (image, caption) of the first pages of each upload, one line per good upload, and
+    the message of each bad one."""
     thumbs: list[tuple[Image.Image, str]] = []
     lines: list[str] = []
+    errors: list[str] = []
     for upload in uploads:
         try:
             document = open_document(upload.path)
@@ -112,11 +125,11 @@ def describe_uploads(uploads: list[Upload]) -> tuple[list[tuple[Image.Image, str
             for page in iter_pages(document, numbers, THUMB_BUDGET, THUMB_DPI):
                 thumbs.append((page.image, f"{upload.name} · {page.number}"))
         except InputError as exc:
-            lines.append(f"**error:** {upload.message(exc)}")
+            errors.append(upload.message(exc))
             continue
         kind = "PDF" if document.kind == "pdf" else (document.image_format or "image")
         lines.append(f"{upload.name}: {kind}, {_count(document.page_count, 'page')}")
-    return thumbs, lines
+    return thumbs, lines, errors
 
 
 def page_image(upload: Upload, number: int) -> Image.Image | None:
@@ -157,6 +170,19 @@ class DocumentEntry:
 
 
 @dataclass
+class LiveFigures:
+    """What the engine has produced so far in a request, summed over its readings (bands or pages)."""
+
+    output_tokens: int = 0
+    spec: SpecDecodingStats = field(default_factory=SpecDecodingStats)
+
+    def observe(self, metrics: PageMetrics) -> None:
+        self.output_tokens += metrics.output_tokens
+        if metrics.spec is not None:
+            self.spec.merge(metrics.spec)
+
+
+@dataclass
 class Reading:
     """Everything the page shows about one read request."""
 
@@ -164,6 +190,8 @@ class Reading:
     engine: str
     mode: str
     drafts: int
+    stream: bool = True  # pages read one at a time, text streamed (else in bulk: several pages in flight)
+    live: LiveFigures = field(default_factory=LiveFigures)
     pages: dict[str, PageEntry] = field(default_factory=dict)
     documents: list[DocumentEntry] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -182,6 +210,35 @@ class _Cancelled(Exception):
     """The request went away (browser closed, job cancelled): stop reading at the next token."""
 
 
+class _CountedReadings(WrappedEngine):
+    """Hands the metrics of every reading the engine returns to `observe`, as it comes back."""
+
+    def __init__(self, engine: Engine, observe: Callable[[PageMetrics], None]):
+        super().__init__(engine)
+        self.observe = observe
+
+    def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
+        page = self.engine.read(image, settings, on_text)
+        self.observe(page.metrics)
+        return page
+
+    def read_many(
+        self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
+    ) -> Iterator[tuple[Key, PageText]]:
+        for key, page in self.engine.read_many(pages, settings, concurrency):
+            self.observe(page.metrics)
+            yield key, page
+
+
+def count_readings(engine: Engine, observe: Callable[[PageMetrics], None]) -> Engine:
+    """`engine` for one request, with `observe` called on each reading's metrics: each band's, cell's or
+    chunk's for an engine that reads pages by regions (beneath the split, so that the figures move while
+    a page is read), each page's otherwise.  The shared engine itself is left as it is."""
+    if isinstance(engine, ReadByRegions):
+        return ReadByRegions(_CountedReadings(engine.engine, observe), engine.split, engine.token_side)
+    return _CountedReadings(engine, observe)
+
+
 def _read_on_thread(
     planned: list[PlannedDocument],
     engine: Engine,
@@ -194,6 +251,7 @@ def _read_on_thread(
             raise _Cancelled
         events.put(event)
 
+    counted = count_readings(engine, lambda metrics: send("counts", metrics))
     try:
         # Gradio's queue already runs one read at a time; the lock also covers a
         # cancelled request whose last page is still being generated.
@@ -204,7 +262,7 @@ def _read_on_thread(
                     on_text=lambda source, number, piece, i=index: send("text", i, number, piece),
                     on_page=lambda source, page, i=index: send("page", i, page),
                 )
-                for result in read_documents([item.upload.path], engine, item.job, progress, metrics):
+                for result in read_documents([item.upload.path], counted, item.job, progress, metrics):
                     send("document", index, result, metrics)
     except _Cancelled:
         pass
@@ -254,6 +312,9 @@ def run_reading(
         reading.documents.append(DocumentEntry(item.upload, title, len(item.numbers)))
         for number in item.numbers:
             reading.pages[page_label(title, number)] = PageEntry(item.upload, page_label(title, number), number)
+    # The first page is shown at once, before any of it is read (in bulk, nothing else shows for a while).
+    reading.current = next(iter(reading.pages), None)
+    yield reading
     events: queue.Queue = queue.Queue()
     cancelled = threading.Event()
     worker = threading.Thread(
@@ -264,9 +325,13 @@ def run_reading(
     try:
         ended = False
         while not ended:
-            batch = [events.get()]
+            try:
+                batch = [events.get(timeout=IDLE_REFRESH_S)]
+            except queue.Empty:
+                yield reading  # the elapsed time moves on
+                continue
             deadline = time.perf_counter() + REFRESH_S
-            while batch[-1][0] == "text" and (left := deadline - time.perf_counter()) > 0:
+            while batch[-1][0] in ("text", "counts") and (left := deadline - time.perf_counter()) > 0:
                 try:
                     batch.append(events.get(timeout=left))
                 except queue.Empty:
@@ -284,6 +349,8 @@ def _apply(event: tuple, reading: Reading, out_dir: Path, taken: set[str]) -> bo
     if kind == "text":
         _, index, number, piece = event
         _page(reading, index, number).text += piece
+    elif kind == "counts":
+        reading.live.observe(event[1])
     elif kind == "page":
         _, index, page = event
         _settle_page(_page(reading, index, page.number), page)
@@ -320,19 +387,50 @@ def _settle_page(entry: PageEntry, page: PageResult) -> None:
 # --- what the page shows -------------------------------------------------------------------------
 
 
-def status_markdown(reading: Reading) -> str:
-    lines = [f"**error:** {error}" for error in reading.errors]
+def errors_html(messages: list[str]) -> str:
+    """Messages as one alert box; nothing at all when there are none."""
+    if not messages:
+        return ""
+    title = "Error" if len(messages) == 1 else f"{len(messages)} errors"
+    items = "".join(f"<li>{html.escape(message, quote=False)}</li>" for message in messages)
+    return f'<div class="ocr-errors" role="alert"><strong>{title}</strong><ul>{items}</ul></div>'
+
+
+def progress_markdown(reading: Reading) -> str:
+    """Where the request stands: pages done of all, time so far, and the live figures."""
     done_pages = sum(entry.done for entry in reading.pages.values())
+    total = len(reading.pages)
+    seconds = (reading.finished or time.perf_counter()) - reading.started
     if reading.finished is None:
         current = reading.pages.get(reading.current) if reading.current else None
-        where = f" {current.label}" if current is not None and not current.done else ""
-        lines.insert(0, f"Reading{where} ({done_pages} of {_count(len(reading.pages), 'page')} done)…")
-    else:
+        if not reading.stream:
+            where = " in bulk"
+        elif current is not None and not current.done:
+            where = f" {current.label}"
+        else:
+            where = ""
+        head = f"Reading{where}: {done_pages} of {_count(total, 'page')} done, {seconds:.0f} s"
+    elif done_pages:
         documents = sum(document.done for document in reading.documents)
-        seconds = reading.finished - reading.started
-        read = f"{_count(done_pages, 'page')} from {_count(documents, 'document')}" if done_pages else "nothing was read"
-        lines.insert(0, f"Done: {read} in {seconds:.1f} s.")
-    return "\n\n".join(lines)
+        head = f"Done: {_count(done_pages, 'page')} from {_count(documents, 'document')} in {seconds:.1f} s"
+    else:
+        return "Nothing was read."
+    bar = f'<progress value="{done_pages}" max="{total}"></progress>' if total else ""
+    return "\n\n".join(part for part in (head, bar, _live_line(reading, seconds)) if part)
+
+
+def _live_line(reading: Reading, seconds: float) -> str:
+    live = reading.live
+    if not live.output_tokens:
+        return ""
+    parts = [f"{live.output_tokens} tokens", f"{live.output_tokens / seconds:.1f} tok/s"]
+    if reading.drafts and live.spec.num_drafts:
+        rates = " / ".join(f"{rate:.0%}" for rate in live.spec.acceptance_rate_per_position)
+        parts.append(
+            f"{reading.drafts} drafts: mean acceptance length {live.spec.mean_acceptance_length:.2f}, "
+            f"accepted per position {rates}"
+        )
+    return " · ".join(parts)
 
 
 def _count(number: int, noun: str) -> str:

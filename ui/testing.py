@@ -45,14 +45,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(model_dir: Path, workdir: Path, *extra_args: str, timeout_s: float = 180) -> Iterator[str]:
-    """Run `ocr-ui` on loopback with the hf engine; yields its URL, stops it (SIGTERM) on exit.
+def serve(model: str | Path, workdir: Path, *extra_args: str, timeout_s: float = 180) -> Iterator[str]:
+    """Run `ocr-ui` on loopback with the hf engine and `model` (a preset name or folder); yields its URL,
+    stops it (SIGTERM) on exit.
 
     Its temporary files go under `workdir` (TMPDIR), its output to `workdir/ocr-ui.log`.
     """
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    command = [sys.executable, "-m", "ui.cli", "--model", str(model_dir), "--engine", "hf", "--port", str(port), *extra_args]
+    command = [sys.executable, "-m", "ui.cli", "--model", str(model), "--engine", "hf", "--port", str(port), *extra_args]
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "TMPDIR": str(workdir)}
     log_path = workdir / "ocr-ui.log"
     with log_path.open("w") as log:
@@ -87,26 +88,37 @@ def launch_chromium(playwright, executable: str):
     return playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
 
 
-def read_in_page(page, files: list[Path], drafts: int = 0) -> str:
-    """Upload `files`, set the drafts, press Read and wait until the request is over; returns the status text."""
-    status = page.locator("#status")
+def read_in_page(page, files: list[Path], drafts: int | None = 0) -> str:
+    """Upload `files`, set the drafts (None: the mode's), press Read and wait until the request is over;
+    returns the progress text.
+
+    Over means the Read button went disabled and came back, with the progress line at its end.
+    """
     page.locator("#uploads input[type=file]").set_input_files([str(path) for path in files])
     for path in files:  # the upload's preview names every file, good or bad
-        status.filter(has_text=path.name).wait_for(timeout=READ_TIMEOUT_MS)
-    drafts_input = page.locator("#drafts input[type=number]")
-    drafts_input.fill(str(drafts))
-    drafts_input.press("Enter")
-    before = status.inner_text()
+        page.locator("#uploaded, #errors").filter(has_text=path.name).first.wait_for(timeout=READ_TIMEOUT_MS)
+    if drafts is not None:
+        drafts_input = page.locator("#drafts input[type=number]")
+        drafts_input.fill(str(drafts))
+        drafts_input.press("Enter")
+    page.evaluate(
+        """() => {
+            window.readWentBusy = false;
+            const button = document.querySelector('#read');
+            new MutationObserver(() => { if (button.disabled) window.readWentBusy = true; })
+                .observe(button, {attributes: true});
+        }"""
+    )
     page.locator("#read").click()
     page.wait_for_function(
-        """before => {
-            const text = document.querySelector('#status').innerText;
-            return text !== before && (text.includes('Done:') || text.startsWith('error:'));
+        """() => {
+            const text = document.querySelector('#progress').innerText;
+            return window.readWentBusy && !document.querySelector('#read').disabled
+                && (text.startsWith('Done:') || text.startsWith('Nothing was read'));
         }""",
-        arg=before,
         timeout=READ_TIMEOUT_MS,
     )
-    return status.inner_text()
+    return page.locator("#progress").inner_text()
 
 
 def choose_page(page, label: str) -> None:
