@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 MAX_PAGES = 3
 MAX_UPLOAD_MB = 1.0
 # /read's outputs, in order (the session state is not part of the API).
-STATUS, PAGE, IMAGE, RENDERED, RAW, FIGURES, DOWNLOADS = range(7)
+ERRORS, PROGRESS, PAGE, IMAGE, RENDERED, RAW, FIGURES, DOWNLOADS = range(8)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_two_clients_at_once_each_get_their_own_upload(ui_url, letter_png, expec
     assert (png_json["source"], [p["page"] for p in png_json["pages"]]) == ("letter.png", [1])
     assert {key: pdf_json[key] for key in ("engine", "mode", "drafts")} == {"engine": "hf", "mode": "low-latency", "drafts": 0}
     for outputs in results.values():
-        assert outputs[STATUS].startswith("Done:") and "error" not in outputs[STATUS]
+        assert outputs[PROGRESS].startswith("Done:") and outputs[ERRORS] == ""
 
 
 def test_low_latency_streams_text_as_it_is_produced(ui_url):
@@ -118,14 +118,19 @@ def test_low_latency_streams_text_as_it_is_produced(ui_url):
 
 
 def test_bulk_mode_reads_all_pages(ui_url, expected_markdown):
-    outputs = read(Client(ui_url, verbose=False), SAMPLE_PDF, mode="bulk")
+    job = Client(ui_url, verbose=False).submit([handle_file(str(SAMPLE_PDF))], "", "bulk", 2, 200, api_name="/read")
+    outputs = job.result(timeout=300)
     assert downloads(outputs)["fatura.md"].read_text(encoding="utf-8") == expected_markdown["fatura.pdf"]
     assert "fatura.pdf · page 2" in outputs[FIGURES] and "| hf |" in outputs[FIGURES]
+    first = job.outputs()[0]
+    assert first[PROGRESS].startswith("Reading in bulk: 0 of 2 pages done") and first[PAGE] == "fatura.pdf · page 1"
+    assert "2 drafts: mean acceptance length" in outputs[PROGRESS]
 
 
 def test_page_limit_is_a_clear_message(ui_url):
     outputs = read(Client(ui_url, verbose=False), SAMPLE_PDF, SAMPLE_PDF)
-    assert outputs[STATUS] == f"**error:** 4 pages to read, over this server's limit of {MAX_PAGES} per request; choose fewer pages"
+    message = f"4 pages to read, over this server's limit of {MAX_PAGES} per request; choose fewer pages"
+    assert f"<li>{message}</li>" in outputs[ERRORS] and outputs[PROGRESS] == "Nothing was read."
     assert outputs[DOWNLOADS] == []
 
 
@@ -137,13 +142,13 @@ def test_settings_out_of_range_are_refused(ui_url, setting, value, limit):
 
 def test_a_bad_page_range_is_the_library_message(ui_url):
     outputs = read(Client(ui_url, verbose=False), SAMPLE_PDF, pages="3-1")
-    assert "**error:** bad page range '3-1': '3-1' is empty or starts below 1" in outputs[STATUS]
+    assert "<li>bad page range '3-1': '3-1' is empty or starts below 1</li>" in outputs[ERRORS]
     assert outputs[DOWNLOADS] == []
 
 
 def test_page_range_reads_only_those_pages(ui_url):
     outputs = read(Client(ui_url, verbose=False), SAMPLE_PDF, pages="2")
-    assert outputs[STATUS].startswith("Done: 1 page from 1 document")
+    assert outputs[PROGRESS].startswith("Done: 1 page from 1 document")
     saved = json.loads(downloads(outputs)["fatura.json"].read_text(encoding="utf-8"))
     assert [page["page"] for page in saved["pages"]] == [2]
 

@@ -16,7 +16,7 @@ from ocr_app.engines.hf import HFEngine
 from ocr_app.errors import InputError
 from ocr_app.outputs import DocumentResult, render_markdown
 from ocr_app.pipeline import ReadJob, read_documents
-from ui.testing import choose_page, find_chromium, launch_chromium, read_in_page, serve
+from ui.testing import READ_TIMEOUT_MS, choose_page, find_chromium, launch_chromium, read_in_page, serve
 
 pytestmark = pytest.mark.slow
 CHROMIUM = find_chromium()
@@ -27,6 +27,7 @@ if CHROMIUM is None:
         allow_module_level=True,
     )
 sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +70,8 @@ def page(browser, ui_url):
 
 
 def raw_text(page) -> str:
+    """The raw text, in its tab beside the rendered Markdown (Gradio renders a tab once it is opened)."""
+    page.get_by_role("tab", name="Raw text").click()
     return page.locator("#page-raw textarea").input_value()
 
 
@@ -81,14 +84,14 @@ def download(page, name: str, folder: Path) -> Path:
 
 
 def test_reads_the_sample_pdf(page, expected, tmp_path):
-    status = read_in_page(page, [SAMPLE_PDF], drafts=0)
+    progress = read_in_page(page, [SAMPLE_PDF], drafts=0)
 
-    assert status.startswith("Done: 2 pages from 1 document") and "error" not in status
+    assert progress.startswith("Done: 2 pages from 1 document") and page.get_by_role("alert").count() == 0
     page_texts = [p.text for p in expected.pages]
-    assert raw_text(page) == page_texts[1]  # the view follows the page being read: the last one
     rendered = page.locator("#page-markdown").inner_text()
     longest_word = max(re.findall(r"\w+", page_texts[1]), key=len)
     assert longest_word in rendered
+    assert raw_text(page) == page_texts[1]  # the view follows the page being read: the last one
     choose_page(page, "fatura.pdf · page 1")
     page.wait_for_function("text => document.querySelector('#page-raw textarea').value === text", arg=page_texts[0])
     assert page.locator("#page-image img").count() == 1
@@ -108,8 +111,29 @@ def test_reads_the_sample_pdf(page, expected, tmp_path):
     assert page.elsewhere == [], "the page fetched something from outside the server"
 
 
-def test_bad_uploads_show_the_library_message_then_a_good_file_reads(page, expected, tmp_path):
-    bad = {"broken.pdf": b"%PDF-1.7\n1 0 obj garbage", "empty.png": b"", "notes.txt": b"not a document"}
+def test_bulk_mode_shows_progress_while_nothing_is_done(page, expected):
+    page.get_by_label("bulk").check()
+    page.locator("#pages input, #pages textarea").first.fill("1")
+    page.locator("#uploads input[type=file]").set_input_files([str(SAMPLE_PDF)])
+    page.locator("#uploaded").filter(has_text="fatura.pdf").wait_for()
+    page.locator("#read").click()
+
+    # Before the page is done: the page's image, where the read stands, and no way to press Read again.
+    page.wait_for_function(
+        """() => document.querySelector('#progress').innerText.startsWith('Reading in bulk: 0 of 1 page done')
+            && document.querySelector('#progress progress') && document.querySelector('#page-image img')
+            && document.querySelector('#read').disabled""",
+        timeout=READ_TIMEOUT_MS,
+    )
+
+    page.locator("#progress").filter(has_text="Done: 1 page from 1 document").wait_for(timeout=READ_TIMEOUT_MS)
+    assert re.search(r"\d+ tokens · [\d.]+ tok/s · 2 drafts: mean acceptance length [\d.]+", page.locator("#progress").inner_text())
+    assert raw_text(page) == expected.pages[0].text
+    expect(page.locator("#read")).to_be_enabled()
+
+
+def test_bad_uploads_show_the_library_message_as_an_error_then_a_good_file_reads(page, expected, tmp_path):
+    bad = {"broken.pdf": b"%PDF-1.7\n" + bytes(range(256)) * 8, "empty.png": b"", "notes.txt": b"not a document"}
     messages = []
     for name, data in bad.items():
         (tmp_path / name).write_bytes(data)
@@ -117,9 +141,14 @@ def test_bad_uploads_show_the_library_message_then_a_good_file_reads(page, expec
             open_document(tmp_path / name)
         messages.append(str(caught.value).replace(str(tmp_path / name), name))
 
-    status = read_in_page(page, [tmp_path / name for name in bad], drafts=0)
-    for message in messages:
-        assert message in status
+    progress = read_in_page(page, [tmp_path / name for name in bad], drafts=0)
+    assert progress == "Nothing was read."
+    alert = page.get_by_role("alert")
+    assert alert.locator("li").all_inner_texts() == messages
+    assert "broken.pdf: corrupt PDF, cannot be opened" in messages
+    # Shown as an error: the theme's error colours, above the progress line.
+    assert alert.evaluate("e => getComputedStyle(e).color") != page.locator("#progress").evaluate("e => getComputedStyle(e).color")
+    assert alert.bounding_box()["y"] < page.locator("#progress").bounding_box()["y"]
 
     page.locator("#uploads button[aria-label='Clear']").click()
     big = tmp_path / "big.pdf"
@@ -128,6 +157,6 @@ def test_bad_uploads_show_the_library_message_then_a_good_file_reads(page, expec
     page.get_by_text('File(s) exceed the maximum allowed size of 1.0 Mb: "big.pdf"').wait_for()
 
     page.locator("#pages input, #pages textarea").first.fill("1")
-    status = read_in_page(page, [SAMPLE_PDF], drafts=0)
-    assert status.startswith("Done: 1 page from 1 document") and "error" not in status
+    progress = read_in_page(page, [SAMPLE_PDF], drafts=0)
+    assert progress.startswith("Done: 1 page from 1 document") and alert.count() == 0
     assert raw_text(page) == expected.pages[0].text

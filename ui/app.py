@@ -163,7 +163,9 @@ def build_app(
                                 elem_id="page-raw",
                             )
                 figures = gr.Markdown(elem_id="figures")
-                downloads = gr.File(label="Downloads (.md, .json)", file_count="multiple", interactive=False, elem_id="downloads")
+                downloads = gr.File(
+                    label="Downloads (.md, .json)", file_count="multiple", interactive=False, height=140, elem_id="downloads"
+                )
         state = gr.State(None)
 
         files.change(preview, files, [thumbs, uploaded, errors], api_visibility="private", concurrency_limit=4)
