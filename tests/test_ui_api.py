@@ -123,7 +123,7 @@ def test_bulk_mode_reads_all_pages(ui_url, expected_markdown):
     assert downloads(outputs)["fatura.md"].read_text(encoding="utf-8") == expected_markdown["fatura.pdf"]
     assert "fatura.pdf · page 2" in outputs[FIGURES] and "| hf |" in outputs[FIGURES]
     first = job.outputs()[0]
-    assert first[PROGRESS].startswith("Reading in bulk: 0 of 2 pages done") and first[PAGE] == "fatura.pdf · page 1"
+    assert first[PROGRESS].startswith("Reading in bulk: 0 of 2 pages done") and first[PAGE]["value"] == "fatura.pdf · page 1"
     assert "2 drafts: mean acceptance length" in outputs[PROGRESS]
 
 
