@@ -170,19 +170,6 @@ class DocumentEntry:
 
 
 @dataclass
-class LiveFigures:
-    """What the engine has produced so far in a request, summed over its readings (bands or pages)."""
-
-    output_tokens: int = 0
-    spec: SpecDecodingStats = field(default_factory=SpecDecodingStats)
-
-    def observe(self, metrics: PageMetrics) -> None:
-        self.output_tokens += metrics.output_tokens
-        if metrics.spec is not None:
-            self.spec.merge(metrics.spec)
-
-
-@dataclass
 class Reading:
     """Everything the page shows about one read request."""
 
@@ -191,7 +178,8 @@ class Reading:
     mode: str
     drafts: int
     stream: bool = True  # pages read one at a time, text streamed (else in bulk: several pages in flight)
-    live: LiveFigures = field(default_factory=LiveFigures)
+    # What the engine has produced so far, over its readings (bands or pages, so `live.pages` counts readings).
+    live: RunMetrics = field(default_factory=RunMetrics)
     pages: dict[str, PageEntry] = field(default_factory=dict)
     documents: list[DocumentEntry] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -350,7 +338,7 @@ def _apply(event: tuple, reading: Reading, out_dir: Path, taken: set[str]) -> bo
         _, index, number, piece = event
         _page(reading, index, number).text += piece
     elif kind == "counts":
-        reading.live.observe(event[1])
+        reading.live.observe_page(event[1])
     elif kind == "page":
         _, index, page = event
         _settle_page(_page(reading, index, page.number), page)
@@ -424,7 +412,7 @@ def _live_line(reading: Reading, seconds: float) -> str:
     if not live.output_tokens:
         return ""
     parts = [f"{live.output_tokens} tokens", f"{live.output_tokens / seconds:.1f} tok/s"]
-    if reading.drafts and live.spec.num_drafts:
+    if reading.drafts and live.spec is not None and live.spec.num_drafts:
         rates = " / ".join(f"{rate:.0%}" for rate in live.spec.acceptance_rate_per_position)
         parts.append(
             f"{reading.drafts} drafts: mean acceptance length {live.spec.mean_acceptance_length:.2f}, "

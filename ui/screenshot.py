@@ -45,19 +45,22 @@ def main() -> None:
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory(prefix="ocr-ui-shot-") as work:
-        with serve(args.model or default_model_name(), Path(work)) as url, sync_playwright() as playwright:
-            browser = launch_chromium(playwright, chromium)
-            page = browser.new_page(viewport=VIEWPORT)
-            page.goto(url)
-            if args.pages:
-                page.locator("#pages input, #pages textarea").first.fill(args.pages)
-            print(read_in_page(page, [args.document.resolve()], drafts=None))
-            if len(numbers) > 1:  # the view follows the page being read: back to the first
-                choose_page(page, page_label(args.document.name, numbers[0]))
-            page.wait_for_timeout(500)
-            png = page.screenshot(full_page=True)
-            browser.close()
+    with (
+        tempfile.TemporaryDirectory(prefix="ocr-ui-shot-") as work,
+        serve(args.model or default_model_name(), Path(work)) as url,
+        sync_playwright() as playwright,
+    ):
+        browser = launch_chromium(playwright, chromium)
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(url)
+        if args.pages:
+            page.locator("#pages input, #pages textarea").first.fill(args.pages)
+        print(read_in_page(page, [args.document.resolve()], drafts=None))
+        if len(numbers) > 1:  # the view follows the page being read: back to the first
+            choose_page(page, page_label(args.document.name, numbers[0]))
+        page.wait_for_timeout(500)
+        png = page.screenshot(full_page=True)
+        browser.close()
     image = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=128)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     image.save(args.out, optimize=True)
