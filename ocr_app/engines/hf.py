@@ -2,7 +2,9 @@
 
 drafts 0 runs transformers' own `generate` (also the independent reference the
 speculative decoder is tested against); drafts > 0 runs `ocr_app.speculative`'s MTP
-self-speculative decoder with the checkpoint's `mtp.*` head.
+self-speculative decoder with the checkpoint's `mtp.*` head.  Both honour
+`ban_loops` (`LoopBan` here, `ban_loop_tokens` there: the same rule on the same
+output prefix), so a re-read of a looping page is lossless too.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import torch
 from PIL import Image
-from transformers import AutoProcessor, Qwen3_5ForConditionalGeneration
+from transformers import AutoProcessor, LogitsProcessor, LogitsProcessorList, Qwen3_5ForConditionalGeneration
 from transformers.generation.streamers import BaseStreamer
 
 from ocr_app.config import ModelPreset
@@ -21,6 +23,7 @@ from ocr_app.engines.protocol import GenerationSettings, Key, PageText, TextCall
 from ocr_app.errors import ModelError
 from ocr_app.metrics import PageMetrics
 from ocr_app.prompts import render_page_prompt
+from ocr_app.repetition import loop_tokens
 
 
 def load_model_folder(path: Path, dtype: torch.dtype):
@@ -64,8 +67,24 @@ class TextStreamer(BaseStreamer):
         pass
 
 
+class LoopBan(LogitsProcessor):
+    """`generate`'s side of `ban_loops`: no next token that would make the output (the ids after the
+    prompt) end in a repetition loop."""
+
+    def __init__(self, prompt_tokens: int):
+        self.prompt_tokens = prompt_tokens
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        for row, ids in enumerate(input_ids[:, self.prompt_tokens :].tolist()):
+            banned = list(loop_tokens(ids))
+            if banned:
+                scores[row, banned] = float("-inf")
+        return scores
+
+
 class HFEngine:
     name = "hf"
+    bans_loops = True  # `ban_loops` is applied alike with and without drafts
 
     def __init__(self, model: ModelPreset, rollback: str = "recorded"):
         self.preset = model
@@ -143,6 +162,7 @@ class HFEngine:
                 top_k=None,
                 eos_token_id=self.stop_token_ids,
                 pad_token_id=self.stop_token_ids[0],
+                logits_processor=LogitsProcessorList([LoopBan(prompt_tokens)] if settings.ban_loops else []),
                 streamer=streamer,
             )
         wall_s = time.perf_counter() - started

@@ -30,6 +30,9 @@ class GenerationSettings:
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int | None = None
+    # Never choose a token that would make the output end in a repetition loop (`repetition.loop_tokens`);
+    # only engines with `bans_loops = True` honour it (the lossless re-read of a looping page).
+    ban_loops: bool = False
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
