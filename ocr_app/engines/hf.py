@@ -15,7 +15,12 @@ from pathlib import Path
 
 import torch
 from PIL import Image
-from transformers import AutoProcessor, LogitsProcessor, LogitsProcessorList, Qwen3_5ForConditionalGeneration
+from transformers import (
+    AutoProcessor,
+    LogitsProcessor,
+    LogitsProcessorList,
+    Qwen3_5ForConditionalGeneration,
+)
 from transformers.generation.streamers import BaseStreamer
 
 from ocr_app.config import ModelPreset
@@ -24,6 +29,7 @@ from ocr_app.errors import ModelError
 from ocr_app.metrics import PageMetrics
 from ocr_app.prompts import render_page_prompt
 from ocr_app.repetition import loop_tokens
+from ocr_app.speculative.decoder import SpeculativeDecoder, top2_gaps
 
 
 def load_model_folder(path: Path, dtype: torch.dtype):
@@ -111,7 +117,6 @@ class HFEngine:
     def _speculative_decoder(self):
         """Loaded on first use: plain decoding never needs the head."""
         if self._decoder is None:
-            from ocr_app.speculative.decoder import SpeculativeDecoder
             from ocr_app.speculative.mtp_head import load_mtp_head
 
             head = load_mtp_head(self.preset.resolved_path(), self.model)
@@ -140,7 +145,8 @@ class HFEngine:
             spec=generation.stats,
         )
         text = self.processor.tokenizer.decode(token_ids, skip_special_tokens=True)
-        return PageText(text=text, token_ids=token_ids, metrics=metrics)
+        gaps = tuple(generation.top2_gaps) if settings.logit_gaps else None
+        return PageText(text=text, token_ids=token_ids, metrics=metrics, top2_gaps=gaps)
 
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         if settings.drafts:
@@ -164,9 +170,11 @@ class HFEngine:
                 pad_token_id=self.stop_token_ids[0],
                 logits_processor=LogitsProcessorList([LoopBan(prompt_tokens)] if settings.ban_loops else []),
                 streamer=streamer,
+                return_dict_in_generate=True,
+                output_logits=settings.logit_gaps,  # the raw logits, before any loop ban
             )
         wall_s = time.perf_counter() - started
-        new_ids = output[0, prompt_tokens:].tolist()
+        new_ids = output.sequences[0, prompt_tokens:].tolist()
         stopped = bool(new_ids) and new_ids[-1] in self.stop_token_ids
         token_ids = tuple(new_ids[:-1] if stopped else new_ids)
         text = self.processor.tokenizer.decode(token_ids, skip_special_tokens=True)
@@ -177,7 +185,8 @@ class HFEngine:
             finish_reason="stop" if stopped else "length",
             drafts=0,
         )
-        return PageText(text=text, token_ids=token_ids, metrics=metrics)
+        gaps = tuple(gap for step in output.logits for gap in top2_gaps(step)) if settings.logit_gaps else None
+        return PageText(text=text, token_ids=token_ids, metrics=metrics, top2_gaps=gaps)
 
     def read_many(
         self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int

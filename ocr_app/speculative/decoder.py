@@ -44,6 +44,12 @@ class Generation:
     token_ids: list[int]  # stop token included when the model stopped
     stopped: bool
     stats: SpecDecodingStats = field(default_factory=SpecDecodingStats)
+    top2_gaps: list[float] = field(default_factory=list)  # per token: main model's top-2 logit gap there
+
+
+def top2_gaps(logits: torch.Tensor) -> list[float]:  # [T, V] -> T gaps
+    top = logits.topk(2, dim=-1).values  # [T, 2]
+    return (top[:, 0] - top[:, 1]).tolist()
 
 
 def ban_loop_tokens(logits: torch.Tensor, output_ids: list[int], draft_ids: list[int]) -> torch.Tensor:
@@ -123,8 +129,10 @@ class SpeculativeDecoder:
         cache = rollback.new_cache(self.model)
         hidden = self._forward(prompt.embeds, prompt.positions, cache)  # [1, L, H]
         rollback.after_prefill(cache)
-        first = verify([], [], None, self.model.lm_head(hidden[0, -1:])).next_token
-        result = Generation([first], stopped=first in self.stop_token_ids)
+        logits = self.model.lm_head(hidden[0, -1:])  # [1, V]
+        gaps = top2_gaps(logits)  # before `verify`, whose loop ban may change the logits
+        first = verify([], [], None, logits).next_token
+        result = Generation([first], stopped=first in self.stop_token_ids, top2_gaps=gaps)
         if on_tokens:
             on_tokens([first])
         # pairs (h_t, x_{t+1}) the head has not seen yet: the whole prompt and the first token
@@ -137,7 +145,9 @@ class SpeculativeDecoder:
             embeds, positions = self._embed(fed), self._positions(cached, len(fed), prompt.rope_delta)
             with rollback.verify_pass(cache):
                 hidden = self._forward(embeds, positions, cache)  # [1, K+1, H]
-            verdict = verify(result.token_ids, draft_ids, draft_probs, self.model.lm_head(hidden[0]))  # logits [K+1, V]
+            logits = self.model.lm_head(hidden[0])  # [K+1, V]
+            gaps = top2_gaps(logits)
+            verdict = verify(result.token_ids, draft_ids, draft_probs, logits)
             kept = verdict.num_accepted + 1
             rollback.keep(cache, len(fed), kept, lambda n: self._forward(embeds[:, :n], positions[..., :n], cache))
             if num_drafts:
@@ -147,6 +157,7 @@ class SpeculativeDecoder:
             if stop_at is not None:
                 new, result.stopped = new[: stop_at + 1], True
             result.token_ids.extend(new)
+            result.top2_gaps.extend(gaps[: len(new)])
             if on_tokens:
                 on_tokens(new)
             pending = (self._embed(verdict.tokens(draft_ids)), hidden[:, :kept], positions[1:, :, :kept])
