@@ -202,12 +202,12 @@ def main() -> None:
     parser.add_argument("--folder", default="samples/tob-mini", help="folder read in bulk")
     parser.add_argument("--limit", type=int, default=6, help="pages of the folder, round-robin over categories")
     parser.add_argument("--drafts", type=int, default=None, help="K; default: each mode's")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads; default: torch's")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads; default: the preset's hf_threads")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     preset = load_model_preset(args.model)
     engine = make_engine("hf", preset)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     document, number = args.page.rsplit(":", 1)
     print(f"command: python benchmarks/profile_read.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {platform.processor() or platform.machine()}, "

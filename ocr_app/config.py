@@ -109,6 +109,10 @@ class ModelPreset(_Strict):
     use_chat_template: bool = True
     max_tokens: int = 2048
     hf_dtype: Literal["float32", "bfloat16"] = "float32"
+    # CPU threads the hf engine's torch uses (None: torch's default, one per core).  A model this small
+    # gains nothing from a second thread, and on a busy machine two threads wait on each other: one page
+    # of ocr-tiny-tr took 218 s with two, 46 s with one (docs/speed.md).
+    hf_threads: int | None = None
     pixels: PixelBudget
     # Per-mode draft counts for this model; missing modes use configs/modes.toml.
     drafts: dict[ModeName, int] = {}

@@ -97,6 +97,8 @@ class HFEngine:
         self.rollback = rollback
         self._decoder = None
         dtype = torch.float32 if model.hf_dtype == "float32" else torch.bfloat16
+        if model.hf_threads is not None:
+            torch.set_num_threads(model.hf_threads)
         self.processor, self.model = load_model_folder(model.resolved_path(), dtype)
         self.prompt = render_page_prompt(self.processor, model)
         tokenizer = self.processor.tokenizer
