@@ -55,10 +55,10 @@ class PixelBudget(_Strict):
 
 
 class RetryPreset(_Strict):
-    """How a page whose output ran to max tokens in a repetition loop is read again (once).
-
-    Greedy decoding would loop the same way again; a little temperature lets
-    the model leave the loop.  A fixed seed keeps the retry reproducible.
+    """How a page whose output ran to max tokens in a repetition loop is read again (once) on an engine
+    that cannot ban loops exactly with drafts (vLLM; see `ocr_app.repetition`): greedy decoding would
+    loop the same way again, a little temperature lets the model leave the loop, and a fixed seed keeps
+    the retry reproducible.  Engines that ban loops (hf) re-read greedily and need none of this.
     """
 
     temperature: float = 0.4
@@ -109,6 +109,10 @@ class ModelPreset(_Strict):
     use_chat_template: bool = True
     max_tokens: int = 2048
     hf_dtype: Literal["float32", "bfloat16"] = "float32"
+    # CPU threads the hf engine's torch uses (None: torch's default, one per core).  A model this small
+    # gains nothing from a second thread, and on a busy machine two threads wait on each other: one page
+    # of ocr-tiny-tr took 218 s with two, 46 s with one (docs/speed.md).
+    hf_threads: int | None = None
     pixels: PixelBudget
     # Per-mode draft counts for this model; missing modes use configs/modes.toml.
     drafts: dict[ModeName, int] = {}

@@ -9,8 +9,14 @@ warm), then all pages, timed, at each concurrency.
 
 * The *unchanged check* compares each K > 0 run with the K = 0 run at the same
   concurrency: the score of each, the share of pages whose text is identical,
-  and where differing pages first differ (character and token index).  It fails
-  when the score moves by more than the tolerance.
+  and where differing pages first differ (character and token index), with the
+  main model's top-2 logit gap there in each run (`PageText.top2_gaps`; a gap
+  under `NEAR_TIE_GAP` is a near-tie, where rounding, e.g. vLLM's bf16 with
+  other batch shapes, may pick either token).  Pages re-read after a
+  repetition loop are marked: on an engine whose re-reads are sampled
+  (`repetition.lossless_retries`) their text depends on the drafts by design,
+  and the check says so.  It fails when the score moves by more than the
+  tolerance.
 * The *speed table* gives, per run, output tokens/s and pages/s over the run's
   wall time, the speedup over K = 0 at the same concurrency (ratio of tok/s),
   and the per-position acceptance and mean acceptance length summed over the
@@ -26,13 +32,18 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
+from ocr_app.config import RetryPreset
 from ocr_app.engines.protocol import Engine, GenerationSettings, PageText
 from ocr_app.metrics import RunMetrics
+from ocr_app.repetition import as_retry, is_degenerate, lossless_retries, retry_settings
 from ocr_app.scoring import PageScore, Scorer, ScoreSummary, summarize
 from ocr_app.tob import BenchmarkPage
 
 DIFF_CONTEXT = 40  # characters shown on each side of a first difference
 MAX_WARMUP_PAGES = 8
+# A top-2 logit gap below this is a near-tie: bf16 keeps 8 bits of a logit (a logit of 16-32 is rounded to
+# 1/16-1/8), and two runs that batch differently add up different roundings on the way there.
+NEAR_TIE_GAP = 0.5
 
 
 @dataclass
@@ -58,6 +69,14 @@ class Difference:
     token_index: int  # first differing output token
     reference_excerpt: str  # the K = 0 text around that point
     drafted_excerpt: str
+    reference_gap: float | None = None  # main model's top-2 logit gap at that token in the K = 0 run
+    drafted_gap: float | None = None  # and in the drafted run; None where the engine gave none
+    retried: bool = False  # either run re-read the page after a repetition loop
+
+    @property
+    def near_tie(self) -> bool:
+        gaps = [gap for gap in (self.reference_gap, self.drafted_gap) if gap is not None]
+        return bool(gaps) and min(gaps) < NEAR_TIE_GAP
 
 
 @dataclass(frozen=True)
@@ -70,6 +89,8 @@ class UnchangedCheck:
     pages: int
     differences: tuple[Difference, ...]
     tolerance: float
+    retried_pages: int = 0  # pages re-read after a repetition loop in either run
+    lossless_retries: bool = True  # the engine re-reads them with the same text whatever the drafts
 
     @property
     def score_delta(self) -> float:
@@ -123,17 +144,24 @@ def read_run(
     concurrency: int,
     scorer: Scorer,
     on_page: ProgressCallback | None = None,
+    retry: RetryPreset | None = None,
 ) -> Run:
-    """Read every image once (timed as a whole) and score each page."""
-    metrics = RunMetrics()
+    """Read every image once (timed as a whole) and score each page.  With `retry`, pages that end in a
+    repetition loop are read again after the pass, as `ocr-read` does (`ocr_app.pipeline`), and timed with it."""
     outputs: dict[str, PageText] = {}
     started = time.perf_counter()
     for page_id, page_text in engine.read_many(iter(images), settings, concurrency):
         outputs[page_id] = page_text
-        metrics.observe_page(page_text.metrics)
         if on_page:
             on_page(f"K={settings.drafts} c={concurrency}", len(outputs))
-    metrics.wall_s = time.perf_counter() - started
+    looping = [(page_id, image) for page_id, image in images if retry is not None and is_degenerate(outputs[page_id])]
+    if looping:
+        again = retry_settings(settings, retry, engine)
+        for page_id, page_text in engine.read_many(iter(looping), again, concurrency):
+            outputs[page_id] = as_retry(outputs[page_id], page_text)
+    metrics = RunMetrics(wall_s=time.perf_counter() - started)
+    for page_id, _ in images:
+        metrics.observe_page(outputs[page_id].metrics)
     scores = {page_id: scorer(outputs[page_id].text, references[page_id]) for page_id, _ in images}
     summary = summarize((categories[page_id], score) for page_id, score in scores.items())
     return Run(settings.drafts, concurrency, outputs, scores, summary, metrics)
@@ -144,20 +172,33 @@ def first_difference(a: str, b: str) -> int:
     return len(os.path.commonprefix([a, b]))
 
 
-def compare_runs(reference: Run, drafted: Run, tolerance: float) -> UnchangedCheck:
+def gap_at(page: PageText, token_index: int) -> float | None:
+    gaps = page.top2_gaps
+    return gaps[token_index] if gaps is not None and token_index < len(gaps) else None
+
+
+def compare_runs(reference: Run, drafted: Run, tolerance: float, lossless: bool = True) -> UnchangedCheck:
+    """`lossless`: whether the engine's re-reads of looping pages are the same whatever the drafts."""
     differences = []
+    retried_pages = 0
     for page_id, expected in reference.outputs.items():
         got = drafted.outputs[page_id]
+        retried = expected.metrics.retried or got.metrics.retried
+        retried_pages += retried
         if got.text == expected.text and got.token_ids == expected.token_ids:
             continue
         char_index = first_difference(expected.text, got.text)
+        token_index = len(os.path.commonprefix([list(expected.token_ids), list(got.token_ids)]))
         start = max(0, char_index - DIFF_CONTEXT)
         differences.append(Difference(
             page_id=page_id,
             char_index=char_index,
-            token_index=len(os.path.commonprefix([list(expected.token_ids), list(got.token_ids)])),
+            token_index=token_index,
             reference_excerpt=expected.text[start : char_index + DIFF_CONTEXT],
             drafted_excerpt=got.text[start : char_index + DIFF_CONTEXT],
+            reference_gap=gap_at(expected, token_index),
+            drafted_gap=gap_at(got, token_index),
+            retried=retried,
         ))
     pages = len(reference.outputs)
     return UnchangedCheck(
@@ -169,6 +210,8 @@ def compare_runs(reference: Run, drafted: Run, tolerance: float) -> UnchangedChe
         pages=pages,
         differences=tuple(differences),
         tolerance=tolerance,
+        retried_pages=retried_pages,
+        lossless_retries=lossless,
     )
 
 
@@ -199,8 +242,10 @@ def evaluate(
     scorer: Scorer,
     tolerance: float,
     on_page: ProgressCallback | None = None,
+    retry: RetryPreset | None = None,
 ) -> Evaluation:
-    """Every (concurrency, K) run, then the unchanged checks and the speed table against K = 0."""
+    """Every (concurrency, K) run, then the unchanged checks and the speed table against K = 0; `retry`: how
+    looping pages are read again (None: not at all)."""
     drafts = sorted(set(drafts) | {0})
     categories = {page.id: page.category for page in pages}
     references = {page.id: page.reference for page in pages}
@@ -208,14 +253,14 @@ def evaluate(
     warmup_pages = min(len(images), max(concurrencies), MAX_WARMUP_PAGES)
     warmup_s: dict[int, float] = {}
     for k in drafts:  # K outermost: an engine that fixes K at start (vLLM) restarts once per K
-        settings = GenerationSettings(max_tokens=max_tokens, drafts=k)
+        settings = GenerationSettings(max_tokens=max_tokens, drafts=k, logit_gaps=True)
         started = time.perf_counter()
         for _ in engine.read_many(iter(images[:warmup_pages]), settings, warmup_pages):  # and any restart for K
             pass
         warmup_s[k] = time.perf_counter() - started
         for concurrency in concurrencies:
             done[k, concurrency] = read_run(engine, images, categories, references, settings, concurrency, scorer,
-                                            on_page)
+                                            on_page, retry)
     runs, checks, speed = [], [], []
     for concurrency in concurrencies:
         reference = done[0, concurrency]
@@ -223,5 +268,5 @@ def evaluate(
             runs.append(done[k, concurrency])
             speed.append(speed_row(done[k, concurrency], reference))
             if k:
-                checks.append(compare_runs(reference, done[k, concurrency], tolerance))
+                checks.append(compare_runs(reference, done[k, concurrency], tolerance, lossless_retries(engine)))
     return Evaluation(runs=runs, checks=checks, speed=speed, pages=pages, warmup_s=warmup_s)

@@ -167,10 +167,10 @@ def read_pages(
             finished = settle(source, _page_result(number, page_text))
             if finished is not None:
                 yield finished
-        # Pages stuck in a repetition loop are read once more, with the preset's retry settings, after
+        # Pages stuck in a repetition loop are read once more (`retry_settings`), after
         # the first pass (an engine serves one read_many at a time); they are rendered again rather than
         # held in memory.  After a stop they stay unread, like pages never handed over.
-        retry = retry_settings(job.settings, job.model.retry)
+        retry = retry_settings(job.settings, job.model.retry, engine)
         again = (
             ((page.document.path, page.number), page.image)
             for source, numbers in _by_document(looping)

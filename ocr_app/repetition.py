@@ -2,10 +2,23 @@
 
 A loop shows as a tail that repeats with a short period (`| | | |`, the same
 line over and over).  Only pages that hit max tokens are suspects: a page that
-ended by itself is taken as the model meant it, tables and all.  The retry uses
-the model preset's retry settings (some temperature), since greedy decoding
-would walk into the same loop.  Detection works on token ids, so it applies to
-every engine alike (`RetryDegenerate` for single pages, `ocr_app.pipeline` in bulk).
+ended by itself is taken as the model meant it, tables and all.  Detection works
+on token ids, so it applies to every engine alike (`RetryDegenerate` for single
+pages, `ocr_app.pipeline` in bulk).
+
+Greedy decoding would walk into the same loop again, so the retry changes how
+tokens are chosen, in one of two ways:
+
+* *lossless* (engines with `bans_loops`, the hf engine): greedy decoding in
+  which a token that would make the output end in a loop (`loop_tokens`, a pure
+  function of the output so far) is never chosen.  Plain decoding applies the
+  ban to each next token and speculative decoding at every verified position,
+  so a retried page reads the same text with and without drafts, and the retry
+  cannot loop again;
+* *sampled* (vLLM, whose rejection sampler applies only its built-in penalties
+  and bad words to the target logits, so a ban of our own would not be exact
+  with drafts): the preset's retry temperature, top-p and seed.  Its text
+  depends on the drafts, and `ocr-eval` lists such pages apart.
 """
 
 from __future__ import annotations
@@ -37,12 +50,36 @@ def repetition_period(token_ids: Sequence[int]) -> int | None:
     return None
 
 
+def loop_tokens(token_ids: Sequence[int]) -> set[int]:
+    """The tokens that would make the output end in a loop: t is among them exactly when
+    `repetition_period([*token_ids, t])` is not None (for each period, the token one period back,
+    where the rest of that tail already repeats)."""
+    banned: set[int] = set()
+    length = len(token_ids)
+    for period in range(1, MAX_PERIOD + 1):
+        span = max(period * MIN_REPEATS, MIN_SPAN)
+        if span > length + 1:
+            break
+        start = length - span + 1  # the tail with t appended is token_ids[start:] + [t]
+        if all(token_ids[i] == token_ids[i - period] for i in range(start + period, length)):
+            banned.add(token_ids[length - period])
+    return banned
+
+
 def is_degenerate(page: PageText) -> bool:
     return page.metrics.finish_reason == "length" and repetition_period(page.token_ids) is not None
 
 
-def retry_settings(settings: GenerationSettings, retry: RetryPreset) -> GenerationSettings:
+def retry_settings(settings: GenerationSettings, retry: RetryPreset, engine: Engine) -> GenerationSettings:
+    """How a looping page is read again on `engine`: lossless where it bans loops, else sampled."""
+    if lossless_retries(engine):
+        return replace(settings, ban_loops=True)
     return replace(settings, temperature=retry.temperature, top_p=retry.top_p, seed=retry.seed)
+
+
+def lossless_retries(engine: Engine) -> bool:
+    """Whether `engine` re-reads a looping page with the same text whatever the drafts."""
+    return bool(getattr(engine, "bans_loops", False))
 
 
 def as_retry(first: PageText, second: PageText) -> PageText:
@@ -57,7 +94,7 @@ def as_retry(first: PageText, second: PageText) -> PageText:
 
 class RetryDegenerate(WrappedEngine):
     """Wraps any engine: a page read alone (`read`) that ends in a repetition loop is read once more
-    with the retry settings.  The retry is not streamed: the caller has seen the looping text and
+    with `retry_settings`.  The retry is not streamed: the caller has seen the looping text and
     gets the retried text in the returned page.  `read_many` is the engine's own: in bulk the
     pipeline retries looping pages after the first pass, so that a stop can leave them unread.
     """
@@ -70,4 +107,4 @@ class RetryDegenerate(WrappedEngine):
         page = self.engine.read(image, settings, on_text)
         if not is_degenerate(page):
             return page
-        return as_retry(page, self.engine.read(image, retry_settings(settings, self.retry)))
+        return as_retry(page, self.engine.read(image, retry_settings(settings, self.retry, self.engine)))

@@ -6,7 +6,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ocr_app.evaluation import Evaluation, Run, SpeedRow, UnchangedCheck
+from ocr_app.evaluation import (
+    NEAR_TIE_GAP,
+    Difference,
+    Evaluation,
+    Run,
+    SpeedRow,
+    UnchangedCheck,
+)
 from ocr_app.outputs import write_atomic
 from ocr_app.scoring import PageScore, ScoreSummary
 
@@ -70,6 +77,7 @@ def render_markdown(evaluation: Evaluation, info: dict, baseline: BaselineResult
                   f"({rate:.2f} pages/s, one process per core)."]
     if skipped:
         lines += ["", f"Baseline skipped: {skipped}."]
+    lines += _retry_note(evaluation.checks)
     lines += ["", *_category_table(evaluation.runs, baseline), "", *_speed_tables(evaluation.speed)]
     warmups = ", ".join(f"K={k} {seconds:.1f} s" for k, seconds in evaluation.warmup_s.items())
     lines += [f"Warm-up per K (a few pages, plus any engine restart for that K; not timed): {warmups}.", ""]
@@ -117,18 +125,47 @@ def _speed_tables(rows: list[SpeedRow]) -> list[str]:
     return lines
 
 
+def _retry_note(checks: list[UnchangedCheck]) -> list[str]:
+    retried = max((check.retried_pages for check in checks), default=0)
+    if not retried:
+        return []
+    if all(check.lossless_retries for check in checks):
+        note = (f"{retried} page(s) ran into a repetition loop and were read again greedily with loops banned, "
+                "the same way with and without drafts: they count in the check like any page.")
+    else:
+        note = (f"{retried} page(s) ran into a repetition loop and were read again sampled (this engine cannot "
+                "ban loops exactly with drafts), so their text depends on the drafts by design: they count in the "
+                "check, and are listed apart below.")
+    return ["", note]
+
+
 def _difference_list(checks: list[UnchangedCheck]) -> list[str]:
     differing = [(check, difference) for check in checks for difference in check.differences]
     if not differing:
         return []
-    lines = ["## Pages whose output differs from no MTP", ""]
-    for check, difference in differing:
-        lines.append(
-            f"- {setup_name(check.drafts)}, concurrency {check.concurrency}, `{difference.page_id}`: first differs at "
-            f"character {difference.char_index} (token {difference.token_index}): "
-            f"`{_inline(difference.reference_excerpt)}` vs `{_inline(difference.drafted_excerpt)}`"
-        )
-    return lines + [""]
+    lines = []
+    for title, sampled in (("Pages whose output differs from no MTP", False),
+                           ("Pages re-read sampled after a repetition loop whose output differs from no MTP", True)):
+        listed = [(c, d) for c, d in differing if (d.retried and not c.lossless_retries) == sampled]
+        if not listed:
+            continue
+        lines += [f"## {title}", ""]
+        if not sampled:
+            lines += [(f"Top-2 gap: the main model's largest logit minus its second largest at the first differing "
+                       f"token, without drafts / with them; under {NEAR_TIE_GAP} is a near-tie, where rounding may "
+                       "pick either token; a wide gap points at a bug."), ""]
+        lines += [_difference_line(check, difference) for check, difference in listed] + [""]
+    return lines
+
+
+def _difference_line(check: UnchangedCheck, difference: Difference) -> str:
+    gaps = " / ".join("n/a" if gap is None else f"{gap:.3f}" for gap in (difference.reference_gap, difference.drafted_gap))
+    tie = " (near-tie)" if difference.near_tie else ""
+    return (
+        f"- {setup_name(check.drafts)}, concurrency {check.concurrency}, `{difference.page_id}`: first differs at "
+        f"character {difference.char_index} (token {difference.token_index}), top-2 gap {gaps}{tie}: "
+        f"`{_inline(difference.reference_excerpt)}` vs `{_inline(difference.drafted_excerpt)}`"
+    )
 
 
 def _inline(text: str) -> str:
@@ -158,7 +195,8 @@ def render_json(evaluation: Evaluation, info: dict, baseline: BaselineResult | N
             "drafts": check.drafts, "concurrency": check.concurrency, "reference_score": round(check.reference_score, 3),
             "score": round(check.score, 3), "score_delta": round(check.score_delta, 4), "tolerance": check.tolerance,
             "passed": check.passed, "identical_pages": check.identical_pages, "pages": check.pages,
-            "differences": [difference.__dict__ for difference in check.differences],
+            "retried_pages": check.retried_pages, "lossless_retries": check.lossless_retries,
+            "differences": [{**difference.__dict__, "near_tie": difference.near_tie} for difference in check.differences],
         } for check in evaluation.checks],
         "speed": [{**row.__dict__, "setup": setup_name(row.drafts),
                    "acceptance_per_position": list(row.acceptance_per_position)} for row in evaluation.speed],

@@ -12,8 +12,11 @@ import pytest
 
 from ocr_app.baselines import tesseract
 from ocr_app.engines.protocol import GenerationSettings
-from ocr_app.evaluation import compare_runs, evaluate, first_difference, prepare_images, read_run
-from ocr_app.scoring import make_scorer
+from ocr_app.engines.protocol import PageText
+from ocr_app.evaluation import NEAR_TIE_GAP, Evaluation, Run, compare_runs, evaluate, first_difference, prepare_images, read_run
+from ocr_app.metrics import PageMetrics, RunMetrics
+from ocr_app.reports import render_markdown
+from ocr_app.scoring import make_scorer, summarize
 from ocr_app.synth import make_sample
 from ocr_app.tob import load_benchmark, select_pages
 from tests.vllm_support import VLLM_TEST_ENV
@@ -74,6 +77,51 @@ def test_changed_output_is_located_and_fails_the_gate(predictable_engine, two_pa
         assert difference.char_index == len(got) and expected.startswith(got)
     assert check.score < 100.0 and not check.passed
     assert compare_runs(full, cut, tolerance=100.0).passed
+
+
+def _crafted_run(drafts: int, readings: dict[str, tuple[str, list[float], bool]]) -> Run:
+    """A run from given readings: page id -> (text, top-2 gap per character token, re-read after a loop)."""
+    scorer = make_scorer()
+    outputs = {
+        page_id: PageText(text, tuple(map(ord, text)), PageMetrics(1, len(text), 1.0, "stop", drafts, retried=retried),
+                          top2_gaps=tuple(gaps))
+        for page_id, (text, gaps, retried) in readings.items()
+    }
+    scores = {page_id: scorer(output.text, "Fatura No 12") for page_id, output in outputs.items()}
+    return Run(drafts, 1, outputs, scores, summarize(("c", score) for score in scores.values()), RunMetrics())
+
+
+def test_differences_show_the_top2_gap_and_sampled_re_reads_apart():
+    """Crafted readings: a near-tie, a wide gap (a bug's sign) and a page re-read sampled after a loop."""
+    reference = _crafted_run(0, {
+        "tie": ("Fatura No 12", [3.0] * 7 + [0.02, 1.0, 1.0, 1.0, 1.0], False),
+        "wide": ("Fatura No 12", [3.0] * 12, False),
+        "looped": ("Fatura No 12", [3.0] * 12, True),
+        "same": ("Fatura No 12", [3.0] * 12, False),
+    })
+    drafted = _crafted_run(3, {
+        "tie": ("Fatura Mo 12", [3.0] * 7 + [0.05, 1.0, 1.0, 1.0, 1.0], False),
+        "wide": ("Fatura No 13", [3.0] * 11 + [2.5], False),
+        "looped": ("Fatura No 1", [3.0] * 11, False),
+        "same": ("Fatura No 12", [2.9] * 12, False),
+    })
+    check = compare_runs(reference, drafted, tolerance=100.0, lossless=False)
+    found = {d.page_id: d for d in check.differences}
+    assert sorted(found) == ["looped", "tie", "wide"] and check.retried_pages == 1
+    assert (found["tie"].token_index, found["tie"].reference_gap, found["tie"].drafted_gap) == (7, 0.02, 0.05)
+    assert found["tie"].near_tie and not found["wide"].near_tie and found["wide"].reference_gap == 3.0
+    assert found["looped"].retried and found["looped"].drafted_gap is None  # the drafted reading ended there
+    assert NEAR_TIE_GAP > 0.05
+
+    evaluation = Evaluation(runs=[reference, drafted], checks=[check], speed=[], pages=[])
+    info = {"model": "m", "engine": "vllm", "pages": 4, "categories": 1, "data": "d", "engine_start_s": 0.0,
+            "max_tokens": 12}
+    markdown = render_markdown(evaluation, info, None, None)
+    crafted, sampled = markdown.split("## Pages re-read sampled")
+    assert "`tie`: first differs at character 7 (token 7), top-2 gap 0.020 / 0.050 (near-tie)" in crafted
+    assert "`wide`: first differs at character 11 (token 11), top-2 gap 3.000 / 2.500:" in crafted
+    assert "`looped`" in sampled and "`looped`" not in crafted
+    assert "1 page(s) ran into a repetition loop and were read again sampled" in markdown
 
 
 def _eval(args: list[str], tmp_path: Path, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -26,9 +26,13 @@ def first_page(tiny_preset):
 
 
 def test_drafting_reads_the_same_tokens_as_plain_decoding(hf_engine, first_page):
-    plain = hf_engine.read(first_page, GenerationSettings(max_tokens=20))
-    drafted = hf_engine.read(first_page, GenerationSettings(max_tokens=20, drafts=3))
+    plain = hf_engine.read(first_page, GenerationSettings(max_tokens=20, logit_gaps=True))
+    drafted = hf_engine.read(first_page, GenerationSettings(max_tokens=20, drafts=3, logit_gaps=True))
     assert drafted.token_ids == plain.token_ids and drafted.text == plain.text
+    # The main model's top-2 gap before each output token, the same from generate's logits and verify's.
+    assert len(plain.top2_gaps) == plain.metrics.output_tokens and min(plain.top2_gaps) >= 0
+    assert drafted.top2_gaps == pytest.approx(plain.top2_gaps, abs=1e-4)
+    assert hf_engine.read(first_page, GenerationSettings(max_tokens=20)).top2_gaps is None
     assert drafted.metrics.drafts == 3 and plain.metrics.spec is None
     stats = drafted.metrics.spec
     assert stats.num_drafts > 0 and len(stats.accepted_per_position) == 3

@@ -359,3 +359,16 @@ def test_streamed_bands_carry_the_same_separators_as_the_joined_text():
             stream(text[start : start + 3])
         stream.finish()
     assert "".join(pieces) == joined_text(BANDS_READ)
+
+
+def test_joined_bands_keep_their_top2_gaps_aligned_with_their_tokens():
+    from ocr_app.engines.protocol import PageText
+    from ocr_app.metrics import PageMetrics
+    from ocr_app.regions.reader import join_regions
+
+    # The first band stopped by itself: its last gap is its stop token's, which the page's token ids leave out.
+    stopped = PageText("ab", (1, 2), PageMetrics(5, 3, 1.0, "stop"), top2_gaps=(0.5, 0.6, 0.7))
+    cut = PageText("c", (3,), PageMetrics(5, 1, 1.0, "length"), top2_gaps=(0.8,))
+    page = join_regions([stopped, cut], 2.0)
+    assert page.token_ids == (1, 2, 3) and page.top2_gaps == (0.5, 0.6, 0.8)
+    assert join_regions([stopped, replace(cut, top2_gaps=None)], 2.0).top2_gaps is None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.vllm_support import assert_same_greedy_output, next_token_logits, sample_page_images, use_test_env
+from dataclasses import replace
+
+from tests.vllm_support import assert_same_greedy_output, first_divergence, next_token_logits, sample_page_images, use_test_env
 
 use_test_env()
 
@@ -88,12 +90,19 @@ def test_pages_read_by_regions_in_bulk_read_as_alone(engine, pages, tiny_preset)
 
 
 def test_drafts_change_no_greedy_text(engine, pages, hf_engine):
-    settings = GenerationSettings(max_tokens=48, drafts=DRAFTS)
+    settings = GenerationSettings(max_tokens=48, drafts=DRAFTS, logit_gaps=True)
     with_drafts = [engine.read(image, settings) for image in pages]
-    without = [engine.read(image, GenerationSettings(max_tokens=48, drafts=0)) for image in pages]  # restarts at K = 0
+    without = [engine.read(image, replace(settings, drafts=0)) for image in pages]  # restarts at K = 0
     assert engine.drafts == 0 and all(page.metrics.spec is None for page in without)
     for image, plain, drafted in zip(pages, without, with_drafts):
         assert_same_greedy_output(hf_engine, image, plain.token_ids, drafted.token_ids)
+        # vLLM's top-2 log-prob gaps are the main model's logit gaps, as the fp32 hf engine finds them.
+        reference = hf_engine.read(image, replace(settings, drafts=0))
+        for page in (plain, drafted):
+            assert len(page.top2_gaps) == page.metrics.output_tokens and min(page.top2_gaps) >= 0
+            same = first_divergence(page.token_ids, reference.token_ids)
+            same = len(page.token_ids) if same is None else same
+            assert page.top2_gaps[:same] == pytest.approx(reference.top2_gaps[:same], abs=0.05, rel=0.02)
 
 
 def test_near_tie_check_rejects_a_real_difference(hf_engine, pages):

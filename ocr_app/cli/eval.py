@@ -93,7 +93,8 @@ def tob(
         reader = make_engine(engine, preset)
         engine_start_s = time.perf_counter() - started
         try:
-            evaluation = _evaluate(reader, pages, images, draft_counts, concurrencies, tokens, scorer, tolerance)
+            evaluation = _evaluate(reader, pages, images, draft_counts, concurrencies, tokens, scorer, tolerance,
+                                   preset.retry)
         finally:
             reader.close()
         baseline_result, skipped = _run_baseline(baseline, pages, scorer) if baseline else (None, None)
@@ -127,14 +128,14 @@ def tob(
         raise typer.Exit(EXIT_OUTPUT_CHANGED)
 
 
-def _evaluate(reader, pages, images, draft_counts, concurrencies, tokens, scorer, tolerance) -> Evaluation:
+def _evaluate(reader, pages, images, draft_counts, concurrencies, tokens, scorer, tolerance, retry) -> Evaluation:
     total = len(images) * len(draft_counts) * len(concurrencies)
     with tqdm(total=total, unit="page", desc="reading", file=sys.stderr, disable=None, leave=False) as bar:
         def on_page(label: str, done: int) -> None:
             bar.set_postfix_str(label, refresh=False)
             bar.update()
 
-        return evaluate(reader, pages, images, draft_counts, concurrencies, tokens, scorer, tolerance, on_page)
+        return evaluate(reader, pages, images, draft_counts, concurrencies, tokens, scorer, tolerance, on_page, retry)
 
 
 def _run_baseline(name: str, pages: list[BenchmarkPage], scorer: Scorer) -> tuple[BaselineResult | None, str | None]:

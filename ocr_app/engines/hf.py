@@ -2,7 +2,9 @@
 
 drafts 0 runs transformers' own `generate` (also the independent reference the
 speculative decoder is tested against); drafts > 0 runs `ocr_app.speculative`'s MTP
-self-speculative decoder with the checkpoint's `mtp.*` head.
+self-speculative decoder with the checkpoint's `mtp.*` head.  Both honour
+`ban_loops` (`LoopBan` here, `ban_loop_tokens` there: the same rule on the same
+output prefix), so a re-read of a looping page is lossless too.
 """
 
 from __future__ import annotations
@@ -13,7 +15,12 @@ from pathlib import Path
 
 import torch
 from PIL import Image
-from transformers import AutoProcessor, Qwen3_5ForConditionalGeneration
+from transformers import (
+    AutoProcessor,
+    LogitsProcessor,
+    LogitsProcessorList,
+    Qwen3_5ForConditionalGeneration,
+)
 from transformers.generation.streamers import BaseStreamer
 
 from ocr_app.config import ModelPreset
@@ -21,6 +28,8 @@ from ocr_app.engines.protocol import GenerationSettings, Key, PageText, TextCall
 from ocr_app.errors import ModelError
 from ocr_app.metrics import PageMetrics
 from ocr_app.prompts import render_page_prompt
+from ocr_app.repetition import loop_tokens
+from ocr_app.speculative.decoder import SpeculativeDecoder, top2_gaps
 
 
 def load_model_folder(path: Path, dtype: torch.dtype):
@@ -64,14 +73,32 @@ class TextStreamer(BaseStreamer):
         pass
 
 
+class LoopBan(LogitsProcessor):
+    """`generate`'s side of `ban_loops`: no next token that would make the output (the ids after the
+    prompt) end in a repetition loop."""
+
+    def __init__(self, prompt_tokens: int):
+        self.prompt_tokens = prompt_tokens
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        for row, ids in enumerate(input_ids[:, self.prompt_tokens :].tolist()):
+            banned = list(loop_tokens(ids))
+            if banned:
+                scores[row, banned] = float("-inf")
+        return scores
+
+
 class HFEngine:
     name = "hf"
+    bans_loops = True  # `ban_loops` is applied alike with and without drafts
 
     def __init__(self, model: ModelPreset, rollback: str = "recorded"):
         self.preset = model
         self.rollback = rollback
         self._decoder = None
         dtype = torch.float32 if model.hf_dtype == "float32" else torch.bfloat16
+        if model.hf_threads is not None:
+            torch.set_num_threads(model.hf_threads)
         self.processor, self.model = load_model_folder(model.resolved_path(), dtype)
         self.prompt = render_page_prompt(self.processor, model)
         tokenizer = self.processor.tokenizer
@@ -92,7 +119,6 @@ class HFEngine:
     def _speculative_decoder(self):
         """Loaded on first use: plain decoding never needs the head."""
         if self._decoder is None:
-            from ocr_app.speculative.decoder import SpeculativeDecoder
             from ocr_app.speculative.mtp_head import load_mtp_head
 
             head = load_mtp_head(self.preset.resolved_path(), self.model)
@@ -121,7 +147,8 @@ class HFEngine:
             spec=generation.stats,
         )
         text = self.processor.tokenizer.decode(token_ids, skip_special_tokens=True)
-        return PageText(text=text, token_ids=token_ids, metrics=metrics)
+        gaps = tuple(generation.top2_gaps) if settings.logit_gaps else None
+        return PageText(text=text, token_ids=token_ids, metrics=metrics, top2_gaps=gaps)
 
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         if settings.drafts:
@@ -143,10 +170,13 @@ class HFEngine:
                 top_k=None,
                 eos_token_id=self.stop_token_ids,
                 pad_token_id=self.stop_token_ids[0],
+                logits_processor=LogitsProcessorList([LoopBan(prompt_tokens)] if settings.ban_loops else []),
                 streamer=streamer,
+                return_dict_in_generate=True,
+                output_logits=settings.logit_gaps,  # the raw logits, before any loop ban
             )
         wall_s = time.perf_counter() - started
-        new_ids = output[0, prompt_tokens:].tolist()
+        new_ids = output.sequences[0, prompt_tokens:].tolist()
         stopped = bool(new_ids) and new_ids[-1] in self.stop_token_ids
         token_ids = tuple(new_ids[:-1] if stopped else new_ids)
         text = self.processor.tokenizer.decode(token_ids, skip_special_tokens=True)
@@ -157,7 +187,8 @@ class HFEngine:
             finish_reason="stop" if stopped else "length",
             drafts=0,
         )
-        return PageText(text=text, token_ids=token_ids, metrics=metrics)
+        gaps = tuple(gap for step in output.logits for gap in top2_gaps(step)) if settings.logit_gaps else None
+        return PageText(text=text, token_ids=token_ids, metrics=metrics, top2_gaps=gaps)
 
     def read_many(
         self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int

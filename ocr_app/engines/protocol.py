@@ -30,6 +30,12 @@ class GenerationSettings:
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int | None = None
+    # Never choose a token that would make the output end in a repetition loop (`repetition.loop_tokens`);
+    # only engines with `bans_loops = True` honour it (the lossless re-read of a looping page).
+    ban_loops: bool = False
+    # Record the main model's top-2 logit gap before each output token (`PageText.top2_gaps`): `ocr-eval`
+    # shows it where drafted output first differs, to tell a near-tie from a bug.
+    logit_gaps: bool = False
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -47,6 +53,9 @@ class PageText:
     text: str
     token_ids: tuple[int, ...]
     metrics: PageMetrics
+    # With `logit_gaps`: per output token (stop token included), the main model's largest logit minus its
+    # second largest where it chose that token; None when not asked for or the engine cannot tell.
+    top2_gaps: tuple[float, ...] | None = None
 
 
 class Engine(Protocol):

@@ -87,6 +87,7 @@ class Server:
 
 class RemoteEngine:
     name = "vllm"
+    bans_loops = False  # as `VllmEngine`'s
 
     def __init__(self, model: ModelPreset, urls: Iterable[str]):
         if not model.use_chat_template:

@@ -90,8 +90,22 @@ def page_spec_stats(completion, drafts: int) -> SpecDecodingStats | None:
     return from_acceptance_histogram(counters.histogram, counters.num_draft_tokens)
 
 
+def top2_gaps(logprobs) -> tuple[float, ...] | None:
+    """Per output token, the top-2 log-prob gap from vLLM's `logprobs=2` answer (None if not asked)."""
+    if logprobs is None:
+        return None
+    gaps = []
+    for position in logprobs:  # {token id: Logprob}: the top 2 by rank, and the chosen token
+        by_rank = {entry.rank: entry.logprob for entry in position.values()}
+        gaps.append(by_rank[1] - by_rank[2])
+    return tuple(gaps)
+
+
 class VllmEngine:
     name = "vllm"
+    # vLLM's rejection sampler applies only its own penalties and bad words to the target logits, so a loop
+    # ban of ours would not hold at drafted positions: a looping page is re-read sampled (`ocr_app.repetition`).
+    bans_loops = False
 
     def __init__(self, model: ModelPreset, drafts: int = 0, enforce_eager: bool | None = None):
         self.preset = model
@@ -161,6 +175,7 @@ class VllmEngine:
             seed=settings.seed,
             stop_token_ids=self.stop_token_ids,
             output_kind=output_kind,
+            logprobs=2 if settings.logit_gaps else None,  # raw log-probs: their top-2 gap is the logits'
         )
         request_id = next(self._request_ids)
         self._llm.llm_engine.add_request(request_id, {"prompt": self.prompt, "multi_modal_data": {"image": image}}, params)
@@ -180,7 +195,8 @@ class VllmEngine:
             drafts=self.drafts,
             spec=page_spec_stats(completion, self.drafts),
         )
-        return PageText(text=completion.text, token_ids=tuple(token_ids), metrics=metrics)
+        return PageText(text=completion.text, token_ids=tuple(token_ids), metrics=metrics,
+                        top2_gaps=top2_gaps(completion.logprobs))
 
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         from vllm.sampling_params import RequestOutputKind

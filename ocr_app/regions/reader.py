@@ -31,7 +31,12 @@ def merged(readings: list[PageText], text: str, wall_s: float) -> PageText:
         spec=spec,
         retried=any(reading.metrics.retried for reading in readings),
     )
-    return PageText(text=text, token_ids=tuple(token for reading in readings for token in reading.token_ids), metrics=metrics)
+    gaps = None
+    if all(reading.top2_gaps is not None for reading in readings):
+        # A reading's gaps run past its token ids by its stop token: kept aligned with the joined ids.
+        gaps = tuple(gap for reading in readings for gap in reading.top2_gaps[: len(reading.token_ids)])
+    token_ids = tuple(token for reading in readings for token in reading.token_ids)
+    return PageText(text=text, token_ids=token_ids, metrics=metrics, top2_gaps=gaps)
 
 
 def join_band(parts: list[PageText | None], is_table_row: bool) -> PageText:

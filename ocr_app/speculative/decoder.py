@@ -5,7 +5,10 @@ in one forward; the rejection sampler accepts a prefix and adds the main
 model's bonus token; the cache is rolled back to the last accepted token
 (see `cache.py`); the accepted pairs go to the head for the next round.  The
 main model decides every token, so greedy output equals plain greedy decoding
-and sampled output has the main model's distribution.
+and sampled output has the main model's distribution.  With `ban_loops` the
+main model's logits at every verified position lose the tokens that would end
+the output in a loop after that position's prefix (accepted output + drafts
+before it), as plain decoding's `LoopBan` does, so greedy output stays equal.
 
 Positions follow transformers' Qwen3.5 generate: 4 rows [text; M-RoPE t, h, w],
 M-RoPE from `get_rope_index` for the prompt and position + rope delta after it.
@@ -20,6 +23,7 @@ import torch
 
 from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.metrics import SpecDecodingStats
+from ocr_app.repetition import loop_tokens
 from ocr_app.speculative.cache import ROLLBACKS
 from ocr_app.speculative.mtp_head import MTPHead
 from ocr_app.speculative.proposer import MTPProposer
@@ -40,6 +44,22 @@ class Generation:
     token_ids: list[int]  # stop token included when the model stopped
     stopped: bool
     stats: SpecDecodingStats = field(default_factory=SpecDecodingStats)
+    top2_gaps: list[float] = field(default_factory=list)  # per token: main model's top-2 logit gap there
+
+
+def top2_gaps(logits: torch.Tensor) -> list[float]:  # [T, V] -> T gaps
+    top = logits.topk(2, dim=-1).values  # [T, 2]
+    return (top[:, 0] - top[:, 1]).tolist()
+
+
+def ban_loop_tokens(logits: torch.Tensor, output_ids: list[int], draft_ids: list[int]) -> torch.Tensor:
+    """logits: [K+1, V], row j after `output_ids` + the first j drafts; each row without the tokens
+    that would make that prefix end in a loop (in place)."""
+    for j in range(logits.shape[0]):
+        banned = list(loop_tokens([*output_ids, *draft_ids[:j]]))
+        if banned:
+            logits[j, banned] = float("-inf")
+    return logits
 
 
 def embed_prompt(model, inputs: dict[str, torch.Tensor]) -> Prompt:
@@ -93,8 +113,12 @@ class SpeculativeDecoder:
         else:
             generator.manual_seed(settings.seed)
 
-        def verify(draft_ids: list[int], draft_probs: torch.Tensor | None, logits: torch.Tensor) -> Verdict:
-            if not sampling:  # logits: [K+1, V]
+        def verify(
+            output_ids: list[int], draft_ids: list[int], draft_probs: torch.Tensor | None, logits: torch.Tensor
+        ) -> Verdict:
+            if settings.ban_loops:  # logits: [K+1, V]
+                logits = ban_loop_tokens(logits, output_ids, draft_ids)
+            if not sampling:
                 return verify_greedy(draft_ids, logits)
             target_probs = sampling_probs(logits, settings.temperature, settings.top_p)  # [K+1, V]
             return verify_sampling(draft_ids, draft_probs, target_probs, generator)
@@ -105,8 +129,10 @@ class SpeculativeDecoder:
         cache = rollback.new_cache(self.model)
         hidden = self._forward(prompt.embeds, prompt.positions, cache)  # [1, L, H]
         rollback.after_prefill(cache)
-        first = verify([], None, self.model.lm_head(hidden[0, -1:])).next_token
-        result = Generation([first], stopped=first in self.stop_token_ids)
+        logits = self.model.lm_head(hidden[0, -1:])  # [1, V]
+        gaps = top2_gaps(logits)  # before `verify`, whose loop ban may change the logits
+        first = verify([], [], None, logits).next_token
+        result = Generation([first], stopped=first in self.stop_token_ids, top2_gaps=gaps)
         if on_tokens:
             on_tokens([first])
         # pairs (h_t, x_{t+1}) the head has not seen yet: the whole prompt and the first token
@@ -119,7 +145,9 @@ class SpeculativeDecoder:
             embeds, positions = self._embed(fed), self._positions(cached, len(fed), prompt.rope_delta)
             with rollback.verify_pass(cache):
                 hidden = self._forward(embeds, positions, cache)  # [1, K+1, H]
-            verdict = verify(draft_ids, draft_probs, self.model.lm_head(hidden[0]))  # logits [K+1, V]
+            logits = self.model.lm_head(hidden[0])  # [K+1, V]
+            gaps = top2_gaps(logits)
+            verdict = verify(result.token_ids, draft_ids, draft_probs, logits)
             kept = verdict.num_accepted + 1
             rollback.keep(cache, len(fed), kept, lambda n: self._forward(embeds[:, :n], positions[..., :n], cache))
             if num_drafts:
@@ -129,6 +157,7 @@ class SpeculativeDecoder:
             if stop_at is not None:
                 new, result.stopped = new[: stop_at + 1], True
             result.token_ids.extend(new)
+            result.top2_gaps.extend(gaps[: len(new)])
             if on_tokens:
                 on_tokens(new)
             pending = (self._embed(verdict.tokens(draft_ids)), hidden[:, :kept], positions[1:, :, :kept])
