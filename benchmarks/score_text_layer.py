@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pymupdf
-
 from ocr_app.baselines import tesseract
 from ocr_app.cli.common import quiet_libraries
 from ocr_app.cli.read import build_job
@@ -24,12 +22,8 @@ from ocr_app.documents import open_document
 from ocr_app.engine_factory import make_engine
 from ocr_app.pages import DEFAULT_DPI, iter_pages
 from ocr_app.pipeline import read_documents
+from ocr_app.realbench import text_layer
 from ocr_app.scoring import plain_text, score_page
-
-
-def text_layer(path: Path) -> list[str]:
-    with pymupdf.open(path) as pdf:
-        return [page.get_text() for page in pdf]
 
 
 def model_pages(path: Path, model: str) -> list[str]:

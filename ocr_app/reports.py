@@ -78,7 +78,7 @@ def render_markdown(evaluation: Evaluation, info: dict, baseline: BaselineResult
     if skipped:
         lines += ["", f"Baseline skipped: {skipped}."]
     lines += _retry_note(evaluation.checks)
-    lines += ["", *_category_table(evaluation.runs, baseline), "", *_speed_tables(evaluation.speed)]
+    lines += ["", *_category_table(evaluation.runs, baseline), "", *speed_tables(evaluation.speed)]
     warmups = ", ".join(f"K={k} {seconds:.1f} s" for k, seconds in evaluation.warmup_s.items())
     lines += [f"Warm-up per K (a few pages, plus any engine restart for that K; not timed): {warmups}.", ""]
     lines += _difference_list(evaluation.checks)
@@ -100,7 +100,7 @@ def _category_table(runs: list[Run], baseline: BaselineResult | None) -> list[st
     return lines
 
 
-def _speed_tables(rows: list[SpeedRow]) -> list[str]:
+def speed_tables(rows: list[SpeedRow]) -> list[str]:
     lines = ["## Speed", "", "Output tokens per second and pages per second over each run's wall time "
              "(warm-up excluded); speedup over no MTP at the same concurrency.", ""]
     for concurrency in sorted({row.concurrency for row in rows}):

@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 
+from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
 _EMPHASIS = re.compile(r"\*\*|__|(?<![^\s\W])[*_]+(?=\S)|(?<=\S)[*_]+(?![^\s\W])")
@@ -81,6 +82,11 @@ def plain_text(markdown: str) -> str:
     For references that hold text alone, such as a PDF's text layer, against which structure cannot be scored.
     """
     return normalize(_STRUCTURE.sub(" ", _DELIMITER_ROW.sub("", markdown)))
+
+
+def plain_lines(markdown: str) -> list[str]:
+    """`plain_text` line by line, empty lines dropped: a reading's lines for matching against truth lines."""
+    return [line for line in (plain_text(raw) for raw in markdown.splitlines()) if line]
 
 
 def _error_rate(distance: int, reference_length: int, prediction_length: int) -> float:
@@ -156,3 +162,75 @@ def summarize(scored: Iterable[tuple[str, PageScore]]) -> ScoreSummary:
         page_mean=_mean(all_scores),
         pages=len(all_scores),
     )
+
+
+# Order-robust measures, for truths whose order is not the reading's order (a PDF's text layer).
+
+def _is_punctuation(character: str) -> bool:
+    return unicodedata.category(character).startswith("P")
+
+
+def _strip_punctuation(token: str) -> str:
+    start, end = 0, len(token)
+    while start < end and _is_punctuation(token[start]):
+        start += 1
+    while end > start and _is_punctuation(token[end - 1]):
+        end -= 1
+    return token[start:end]
+
+
+def words(text: str) -> list[str]:
+    """NFKC words: split at whitespace, punctuation (Unicode P*) stripped from both ends, punctuation-only tokens
+    dropped; so `(1)` is `1`, `5-` is `5`, `19.02.2024` stays whole."""
+    stripped = (_strip_punctuation(token) for token in unicodedata.normalize("NFKC", text).split())
+    return [token for token in stripped if token]
+
+
+@dataclass(frozen=True)
+class WordMatch:
+    precision: float
+    recall: float
+    f1: float
+
+
+def word_f1(prediction: str, reference: str) -> WordMatch:
+    """Precision, recall and F1 of the multiset of `words(prediction)` against that of `words(reference)`;
+    order does not count, each word counts as often as it occurs, case does.  Two empty texts match fully."""
+    predicted, expected = Counter(words(prediction)), Counter(words(reference))
+    common = sum((predicted & expected).values())
+    total_predicted, total_expected = sum(predicted.values()), sum(expected.values())
+    if not total_predicted and not total_expected:
+        return WordMatch(1.0, 1.0, 1.0)
+    precision = common / total_predicted if total_predicted else 0.0
+    recall = common / total_expected if total_expected else 0.0
+    f1 = 2 * common / (total_predicted + total_expected)
+    return WordMatch(precision, recall, f1)
+
+
+def _nfkc_line(line: str) -> str:
+    return _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", line)).strip()
+
+
+def _line_distance(truth: str, reading_lines: list[str]) -> int:
+    """Edit distance from `truth` to the stretch of one reading line that matches it best (the whole line when
+    the line is shorter than `truth`); `len(truth)` when there is no reading line."""
+    best = len(truth)
+    for line in reading_lines:
+        if len(line) <= len(truth):
+            best = min(best, Levenshtein.distance(truth, line))
+            continue
+        span = fuzz.partial_ratio_alignment(truth, line)
+        best = min(best, Levenshtein.distance(truth, line[span.dest_start : span.dest_end]))
+    return best
+
+
+def matched_line_cer(prediction_lines: list[str], reference_lines: list[str]) -> float:
+    """CER of the truth's lines, each against its best-matching reading line (`_line_distance`), in any order:
+    the sum of their distances over the truth's characters (NFKC, whitespace runs as one space, case counts).
+    Recall-like: text the reading adds is not charged (word F1's precision sees it).  0 for an empty truth."""
+    truths = [line for line in map(_nfkc_line, reference_lines) if line]
+    readings = [line for line in map(_nfkc_line, prediction_lines) if line]
+    characters = sum(len(truth) for truth in truths)
+    if not characters:
+        return 0.0
+    return sum(_line_distance(truth, readings) for truth in truths) / characters

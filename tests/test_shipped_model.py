@@ -7,12 +7,12 @@ import re
 import subprocess
 import sys
 
-import pymupdf
 import pytest
 
 from ocr_app.config import load_model_preset
 from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engines.hf import HFEngine
+from ocr_app.realbench import text_layer
 from ocr_app.scoring import plain_text, score_page
 from ocr_app.train_ocr.data import held_out_examples
 from ocr_app.train_ocr.trainer import character_error_rate
@@ -48,7 +48,7 @@ def test_shipped_model_reads_held_out_text(engine, level, random_text, largest_c
 
 def test_ocr_read_with_no_model_gives_the_sample_invoices_text(tmp_path):
     """`ocr-read samples/fatura.pdf -o out.md`, the README's first command, reads with the shipped model: each
-    page scored against the PDF's own text layer (its words in reading order; `benchmarks/score_text_layer.py`).
+    page scored against the PDF's own text layer (its words in reading order; `realbench.text_layer`).
     The shipped weights measured CER 0.062 on the invoice page and 0.090 on the letter (Tesseract: 0.009 and 0);
     random weights score 1 or more."""
     out = tmp_path / "out.md"
@@ -58,7 +58,6 @@ def test_ocr_read_with_no_model_gives_the_sample_invoices_text(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     readings = re.split(r"<!-- page \d+ -->", out.read_text())[1:]
-    with pymupdf.open(SAMPLE_PDF) as pdf:
-        references = [page.get_text() for page in pdf]
+    references = text_layer(SAMPLE_PDF)
     errors = [score_page(plain_text(reading), reference).cer for reading, reference in zip(readings, references)]
     assert len(errors) == 2 and errors[0] < 0.15 and errors[1] < 0.2, errors
