@@ -135,16 +135,19 @@ class HFEngine:
         generation = decoder.generate(
             inputs, settings, on_tokens=(lambda ids: streamer.put(torch.tensor(ids))) if streamer else None
         )
-        wall_s = time.perf_counter() - started
+        return self._page_text(generation, inputs["input_ids"].shape[1], time.perf_counter() - started, settings.drafts)
+
+    def _page_text(self, generation, prompt_tokens: int, wall_s: float, drafts: int) -> PageText:
+        """A page from a `Generation` of the speculative or batched decoder (stats kept only when drafting)."""
         new_ids = generation.token_ids
         token_ids = tuple(new_ids[:-1] if generation.stopped else new_ids)
         metrics = PageMetrics(
-            prompt_tokens=inputs["input_ids"].shape[1],
+            prompt_tokens=prompt_tokens,
             output_tokens=len(new_ids),
             wall_s=wall_s,
             finish_reason="stop" if generation.stopped else "length",
-            drafts=settings.drafts,
-            spec=generation.stats,
+            drafts=drafts,
+            spec=generation.stats if drafts else None,
         )
         text = self.processor.tokenizer.decode(token_ids, skip_special_tokens=True)
         gaps = tuple(generation.top2_gaps) if settings.logit_gaps else None
@@ -193,8 +196,30 @@ class HFEngine:
     def read_many(
         self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
     ) -> Iterator[tuple[Key, PageText]]:
-        for key, image in pages:
-            yield key, self.read(image, settings)
+        """Greedy reads go through `BatchedDecoder`, up to `concurrency` pages in each forward; sampled reads
+        (or any settings beyond greedy's max tokens and drafts) one page at a time, each with its own seed."""
+        greedy = GenerationSettings(max_tokens=settings.max_tokens, drafts=settings.drafts)
+        if settings != greedy or concurrency < 2:
+            for key, image in pages:
+                yield key, self.read(image, settings)
+            return
+        from ocr_app.speculative.batched import BatchedDecoder
+
+        head = self._speculative_decoder().head if settings.drafts else None
+        decoder = BatchedDecoder(self.model, head, self.stop_token_ids, settings.drafts)
+        started: dict[Key, float] = {}
+        prompt_tokens: dict[Key, int] = {}
+
+        def requests() -> Iterator[tuple[Key, dict[str, torch.Tensor]]]:
+            for key, image in pages:
+                started[key] = time.perf_counter()
+                inputs = self.page_inputs(image)
+                prompt_tokens[key] = inputs["input_ids"].shape[1]
+                yield key, inputs
+
+        for key, generation in decoder.generate_many(requests(), settings.max_tokens, concurrency):
+            wall_s = time.perf_counter() - started.pop(key)
+            yield key, self._page_text(generation, prompt_tokens.pop(key), wall_s, settings.drafts)
 
     def close(self) -> None:
         self.model = None
