@@ -124,6 +124,14 @@ class ModelPreset(_Strict):
         return self.path if self.path.is_absolute() else PROJECT_ROOT / self.path
 
 
+class EngineDefaults(_Strict):
+    """The engines `ocr-read` tries, in order, when no --engine is given: the first one installed reads.
+    `document` serves single documents (low latency, first text soonest), `folder` folder runs (bulk)."""
+
+    document: tuple[Literal["hf", "vllm"], ...]
+    folder: tuple[Literal["hf", "vllm"], ...]
+
+
 class ModePreset(_Strict):
     name: ModeName
     drafts: int
@@ -190,6 +198,10 @@ def _defaults() -> dict:
 
 def default_model_name() -> str:
     return str(_defaults()["model"])
+
+
+def engine_defaults() -> EngineDefaults:
+    return _validate(EngineDefaults, _defaults().get("engine", {}), configs_dir() / "defaults.toml")
 
 
 def drafts_for(model: ModelPreset, mode: ModePreset) -> int:

@@ -7,11 +7,34 @@ only the protocol, so that no wrapper imports the package that builds it.
 
 from __future__ import annotations
 
-from ocr_app.config import ModelPreset
+import importlib.util
+
+from ocr_app.config import ModelPreset, engine_defaults
 from ocr_app.engines.protocol import ENGINE_NAMES, Engine
 from ocr_app.errors import ConfigError
 from ocr_app.regions import ReadByRegions
 from ocr_app.repetition import RetryDegenerate
+
+
+# The package each engine runs on: an engine is installed when its package is.
+ENGINE_PACKAGES = {"hf": "transformers", "vllm": "vllm"}
+
+
+def installed(name: str) -> bool:
+    return importlib.util.find_spec(ENGINE_PACKAGES[name]) is not None
+
+
+def default_engine(folder: bool, servers: tuple[str, ...] = ()) -> str:
+    """The engine for a run with no --engine: `vllm` when pages go to `vllm serve` endpoints, else the first
+    installed of configs/defaults.toml's `[engine]` list for folders or for single documents."""
+    if servers:
+        return "vllm"
+    defaults = engine_defaults()
+    candidates = defaults.folder if folder else defaults.document
+    chosen = next((name for name in candidates if installed(name)), None)
+    if chosen is None:
+        raise ConfigError(f"none of the engines {', '.join(candidates)} is installed")
+    return chosen
 
 
 def make_engine(name: str, model: ModelPreset, drafts: int = 0, servers: tuple[str, ...] = ()) -> Engine:

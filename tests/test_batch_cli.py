@@ -59,7 +59,7 @@ def make_samples(root: Path) -> Path:
 
 def ocr_read(args: list, model: Path | None) -> list[str]:
     """The command line; `--retry-failed` runs take no model options (they reuse the recorded ones)."""
-    options = ["--model", str(model), "--drafts", "0", "--dpi", "36", "--max-tokens", "24"] if model else []
+    options = ["--model", str(model), "--engine", "hf", "--drafts", "0", "--dpi", "36", "--max-tokens", "24"] if model else []
     return [sys.executable, "-m", "ocr_app.cli.read", *map(str, args), *options]
 
 

@@ -27,7 +27,7 @@ def run_read(*args: str):
 
 @pytest.fixture
 def model_args(tiny_model_dir) -> list[str]:
-    return ["--model", str(tiny_model_dir), "--drafts", "0", "--max-tokens", "8"]
+    return ["--model", str(tiny_model_dir), "--engine", "hf", "--drafts", "0", "--max-tokens", "8"]
 
 
 def test_sample_pdf_to_markdown_in_a_real_process(tmp_path, tiny_model_dir):
@@ -144,3 +144,43 @@ def test_dash_output_means_stdout(model_args, tmp_path, monkeypatch):
     result = run_read(SAMPLE_PDF, "--pages", "1", "-o", "-", *model_args)
     assert result.exit_code == 0 and result.stdout.startswith("<!-- page 1 -->")
     assert not (tmp_path / "-").exists()
+
+
+def without_vllm(monkeypatch) -> None:
+    """As in an install without vLLM: its package is not found."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "vllm" else find_spec(name, *args))
+
+
+def test_default_engine_is_vllm_for_folders_where_installed_and_hf_for_a_document(monkeypatch):
+    from ocr_app.engine_factory import default_engine, installed
+
+    assert installed("hf")
+    assert default_engine(folder=False) == "hf"
+    assert default_engine(folder=True) == ("vllm" if installed("vllm") else "hf")
+    assert default_engine(folder=False, servers=("http://127.0.0.1:8000",)) == "vllm"
+    without_vllm(monkeypatch)
+    assert default_engine(folder=True) == "hf"
+
+
+def test_folder_run_without_vllm_reads_with_hf_and_an_explicit_engine_wins(tmp_path, tiny_model_dir, monkeypatch):
+    from ocr_app.batch.command import recorded_settings
+
+    source = tmp_path / "girdi"
+    source.mkdir()
+    make_pdf(source / "a.pdf", pages=1)
+    options = ["--model", tiny_model_dir, "--drafts", "0", "--max-tokens", "4"]
+    assert run_read(source, "-o", tmp_path / "explicit", "--engine", "hf", *options).exit_code == 0
+    assert recorded_settings(tmp_path / "explicit").engine == "hf"  # vLLM, installed or not, is not started
+    without_vllm(monkeypatch)
+    assert run_read(source, "-o", tmp_path / "default", *options).exit_code == 0
+    assert recorded_settings(tmp_path / "default").engine == "hf"
+
+
+def test_a_single_document_is_read_with_hf_by_default(tmp_path, tiny_model_dir):
+    out = tmp_path / "out.json"
+    result = run_read(SAMPLE_PDF, "-o", out, "--format", "json", "--pages", "1", "--model", tiny_model_dir,
+                      "--drafts", "0", "--max-tokens", "4")
+    assert result.exit_code == 0 and json.loads(out.read_text())["engine"] == "hf"

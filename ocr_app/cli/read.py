@@ -26,7 +26,7 @@ from ocr_app.cli.common import ENGINE_HELP, MAX_TOKENS_HELP, MODEL_HELP, quiet_l
 from ocr_app.config import default_model_name, drafts_for, load_mode_preset, load_model_preset
 from ocr_app.documents import find_documents
 from ocr_app.engines.protocol import GenerationSettings
-from ocr_app.engine_factory import make_engine
+from ocr_app.engine_factory import default_engine, make_engine
 from ocr_app.errors import OcrError
 from ocr_app.metrics import RunMetrics
 from ocr_app.outputs import DEFAULT_PAGE_SEPARATOR, DocumentResult, render_json, render_markdown, write_atomic
@@ -80,7 +80,7 @@ def read(
     inputs: Annotated[Optional[list[Path]], typer.Argument(help="PDFs, images (PNG, JPEG, TIFF, WebP, BMP, GIF), or folders of them (a batch run).", show_default=False)] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output file (one document: .md or .json) or folder; default: standard output.")] = None,
     model: Annotated[Optional[str], typer.Option(help=MODEL_HELP)] = None,
-    engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "hf",
+    engine: Annotated[Optional[str], typer.Option(help=f"{ENGINE_HELP} Default: vllm for folders where installed, else hf.")] = None,
     mode: Annotated[Optional[str], typer.Option(help="Mode: low-latency (one page at a time, streamed) or bulk (many pages in flight); default: bulk for folders, else low-latency.")] = None,
     drafts: Annotated[Optional[int], typer.Option(help="MTP draft tokens per step, 0-7 (0 = plain decoding); default: the model preset's or the mode's.")] = None,
     pages: Annotated[Optional[str], typer.Option(help="Pages to read, 1-based, e.g. 1-3,7 or 5-; default: all.")] = None,
@@ -109,11 +109,14 @@ def read(
             raise OcrError(f"unknown format '{fmt}' (formats: {', '.join(FORMATS)})")
         if dpi < 36 or dpi > 1200:
             raise OcrError(f"--dpi must be between 36 and 1200, got {dpi}")
-        if retry_failed is not None or any(item.is_dir() for item in inputs):
+        servers = tuple(server or ())
+        folder_run = retry_failed is not None or any(item.is_dir() for item in inputs)
+        engine = engine or default_engine(folder_run, servers)
+        if folder_run:
             requested = BatchSettings(
                 model=_absolute_if_folder(model or default_model_name()), engine=engine, mode=mode or "bulk",
                 drafts=drafts, pages=pages, dpi=dpi, max_tokens=max_tokens, temperature=temperature, fmt=fmt,
-                page_separator=page_separator, allow_partial=allow_partial, servers=tuple(server or ()),
+                page_separator=page_separator, allow_partial=allow_partial, servers=servers,
             )
             exit_code = _read_batch(inputs, output, retry_failed, glob, password, requested, force, max_attempts, log_json)
             raise typer.Exit(exit_code)
@@ -123,7 +126,7 @@ def read(
         documents = find_documents(inputs, glob)
         targets = plan_outputs(inputs, documents, output, fmt)
         _check_writable(targets)
-        reader = make_engine(engine, job.model, job.settings.drafts, tuple(server or ()))
+        reader = make_engine(engine, job.model, job.settings.drafts, servers)
         failures = _run(documents, reader, job, targets, fmt, page_separator, engine)
         reader.close()
     if failures:
