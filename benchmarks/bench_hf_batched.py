@@ -6,7 +6,8 @@
 The engine is built as `ocr-read` builds it (bands, re-reads); concurrency 1 is the sequential
 `read_many` (one band after another), higher values `BatchedDecoder` with that many bands in each
 forward.  Runs are interleaved within a repeat so machine load hits all alike; the figures are
-medians.  Each batched run's texts are compared with the sequential run's of the same drafts.
+medians.  Each batched run's texts are compared with the sequential run's of the same drafts.  Beside
+wall time, the process's CPU seconds: on a shared machine they show the work, whatever the load.
 """
 
 from __future__ import annotations
@@ -61,24 +62,27 @@ def main() -> None:
     print(f"{preset.name}: {len(images)} pages, {bands} bands (cells and chunks counted), {torch.get_num_threads()} threads, "
           f"dtype {preset.hf_dtype}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     walls: dict[tuple[int, int], list[float]] = {}
+    cpus: dict[tuple[int, int], list[float]] = {}
     texts: dict[tuple[int, int], list[str]] = {}
     engine.read_many([(0, images[0])], GenerationSettings(max_tokens=4), 2)  # warm-up
     for _ in range(args.repeats):
         for drafts in drafts_list:
             settings = GenerationSettings(max_tokens=max_tokens, drafts=drafts)
             for concurrency in concurrencies:
-                started = time.perf_counter()
+                started, cpu_started = time.perf_counter(), time.process_time()
                 pages = dict(engine.read_many(list(enumerate(images)), settings, concurrency))
                 walls.setdefault((drafts, concurrency), []).append(time.perf_counter() - started)
+                cpus.setdefault((drafts, concurrency), []).append(time.process_time() - cpu_started)
                 texts[(drafts, concurrency)] = [pages[index].text for index in range(len(images))]
-    print(f"{'K':>2} {'bands/fwd':>9} {'pages/s':>8} {'bands/s':>8} {'speedup':>8}  same text as sequential")
+    print(f"{'K':>2} {'bands/fwd':>9} {'pages/s':>8} {'bands/s':>8} {'speedup':>8} {'CPU s':>7} {'CPU speedup':>11}  "
+          "same text as sequential")
     for drafts in drafts_list:
-        baseline = statistics.median(walls[(drafts, 1)])
+        baseline, cpu_baseline = statistics.median(walls[(drafts, 1)]), statistics.median(cpus[(drafts, 1)])
         for concurrency in concurrencies:
-            wall = statistics.median(walls[(drafts, concurrency)])
+            wall, cpu = statistics.median(walls[(drafts, concurrency)]), statistics.median(cpus[(drafts, concurrency)])
             same = sum(a == b for a, b in zip(texts[(drafts, concurrency)], texts[(drafts, 1)], strict=True))
-            print(f"{drafts:>2} {concurrency:>9} {len(images) / wall:8.3f} {bands / wall:8.2f} {baseline / wall:8.2f}  "
-                  f"{same}/{len(images)} pages")
+            print(f"{drafts:>2} {concurrency:>9} {len(images) / wall:8.3f} {bands / wall:8.2f} {baseline / wall:8.2f} "
+                  f"{cpu:7.1f} {cpu_baseline / cpu:11.2f}  {same}/{len(images)} pages")
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 

@@ -132,13 +132,17 @@ class _Rows:
         index = torch.tensor(rows, device=self.device)
         self.keys = [self.keys[row] for row in rows]
         self.generations = [self.generations[row] for row in rows]
-        for name in ("cached", "rope_delta", "last_token", "pending_tokens", "pending_hidden", "pending_count",
-                     "head_hidden", "last_position"):
+        for name in _ROW_TENSORS:
             value = getattr(self, name)
             if value is not None:
                 setattr(self, name, value[index])
         if self.pending_positions is not None:
             self.pending_positions = self.pending_positions[:, index]
+
+
+# _Rows' tensors whose first dimension is the row (pending_positions has it second)
+_ROW_TENSORS = ("cached", "rope_delta", "last_token", "pending_tokens", "pending_hidden", "pending_count", "head_hidden",
+                "last_position")
 
 
 def _cat(mine: torch.Tensor | None, theirs: torch.Tensor, dim: int = 0) -> torch.Tensor:
@@ -232,8 +236,7 @@ class BatchedDecoder:
             self.head_cache.join(head_cache, width)
         rows.keys += row.keys
         rows.generations += row.generations
-        for name in ("cached", "rope_delta", "last_token", "pending_tokens", "pending_hidden", "pending_count",
-                     "head_hidden", "last_position"):
+        for name in _ROW_TENSORS:
             if getattr(row, name) is not None:
                 setattr(rows, name, _cat(getattr(rows, name), getattr(row, name)))
         if row.pending_positions is not None:
