@@ -135,9 +135,9 @@ class HFEngine:
         generation = decoder.generate(
             inputs, settings, on_tokens=(lambda ids: streamer.put(torch.tensor(ids))) if streamer else None
         )
-        return self._page_text(generation, inputs["input_ids"].shape[1], time.perf_counter() - started, settings.drafts)
+        return self._page_text(generation, inputs["input_ids"].shape[1], time.perf_counter() - started, settings)
 
-    def _page_text(self, generation, prompt_tokens: int, wall_s: float, drafts: int) -> PageText:
+    def _page_text(self, generation, prompt_tokens: int, wall_s: float, settings: GenerationSettings) -> PageText:
         """A page from a `Generation` of the speculative or batched decoder (stats kept only when drafting)."""
         new_ids = generation.token_ids
         token_ids = tuple(new_ids[:-1] if generation.stopped else new_ids)
@@ -146,8 +146,8 @@ class HFEngine:
             output_tokens=len(new_ids),
             wall_s=wall_s,
             finish_reason="stop" if generation.stopped else "length",
-            drafts=drafts,
-            spec=generation.stats if drafts else None,
+            drafts=settings.drafts,
+            spec=generation.stats if settings.drafts else None,
         )
         text = self.processor.tokenizer.decode(token_ids, skip_special_tokens=True)
         gaps = tuple(generation.top2_gaps) if settings.logit_gaps else None
@@ -197,7 +197,7 @@ class HFEngine:
         self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
     ) -> Iterator[tuple[Key, PageText]]:
         """Greedy reads go through `BatchedDecoder`, up to `concurrency` pages in each forward; sampled reads
-        (or any settings beyond greedy's max tokens and drafts) one page at a time, each with its own seed."""
+        (or any setting beyond max tokens and drafts: a loop ban, logit gaps) one page at a time as `read` does."""
         greedy = GenerationSettings(max_tokens=settings.max_tokens, drafts=settings.drafts)
         if settings != greedy or concurrency < 2:
             for key, image in pages:
@@ -219,7 +219,7 @@ class HFEngine:
 
         for key, generation in decoder.generate_many(requests(), settings.max_tokens, concurrency):
             wall_s = time.perf_counter() - started.pop(key)
-            yield key, self._page_text(generation, prompt_tokens.pop(key), wall_s, settings.drafts)
+            yield key, self._page_text(generation, prompt_tokens.pop(key), wall_s, settings)
 
     def close(self) -> None:
         self.model = None
