@@ -48,10 +48,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, action="append", help="bands per forward (repeatable; default 1, 16, 64)")
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     preset = load_model_preset(args.model or default_model_name())
     engine = make_engine("hf", preset)
     images = load_images(args.page or list(DEFAULT_PAGES), preset)
