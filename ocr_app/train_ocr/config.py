@@ -7,10 +7,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ocr_app.config import RegionSplit
+from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.errors import ConfigError
 from ocr_app.synth import LEVELS, Placement
 from ocr_app.testing.tiny_model import TinySizes
+
+
+# Parts of pages of real born-digital PDFs, their answers from the text layer (`textlayer`, `corpus`).
+REAL = "real"
+TRAIN_LEVELS = (*LEVELS, REAL)
 
 
 class _Strict(BaseModel):
@@ -37,9 +42,9 @@ class Stage(_Strict):
 
     @model_validator(mode="after")
     def _known_levels(self) -> Stage:
-        unknown = set(self.levels) - set(LEVELS)
+        unknown = set(self.levels) - set(TRAIN_LEVELS)
         if unknown:
-            raise ValueError(f"unknown level(s) {sorted(unknown)} (levels: {', '.join(LEVELS)})")
+            raise ValueError(f"unknown level(s) {sorted(unknown)} (levels: {', '.join(TRAIN_LEVELS)})")
         if self.steps <= 0 or self.batch_size <= 0 or not any(weight > 0 for weight in self.levels.values()):
             raise ValueError("a stage needs steps > 0, batch_size > 0 and a level with weight > 0")
         return self
@@ -102,8 +107,8 @@ class TrainConfig(_Strict):
 
     @model_validator(mode="after")
     def _bands_need_regions(self) -> TrainConfig:
-        if self.regions is None and any(stage.levels.get("band", 0) > 0 for stage in self.stages):
-            raise ValueError("the band level cuts pages as [regions] does: a recipe with band stages needs [regions]")
+        if self.regions is None and any(stage.levels.get(level, 0) > 0 for stage in self.stages for level in ("band", REAL)):
+            raise ValueError("the band and real levels cut pages as [regions] does: a recipe with them needs [regions]")
         return self
 
     def stage_at(self, step: int) -> Stage:
@@ -114,6 +119,10 @@ class TrainConfig(_Strict):
             if step < end:
                 return stage
         return self.stages[-1]
+
+    def budget(self) -> PixelBudget:
+        """The pixels of a page as the exported model's preset fits it."""
+        return PixelBudget(min_pixels=self.model.min_pixels, max_pixels=self.model.max_pixels)
 
     def architecture(self) -> dict:
         """What a checkpoint's weights depend on: a resumed run must not change it."""
