@@ -21,7 +21,7 @@ from ocr_app.synth import (
 from ocr_app.config import RegionSplit
 from ocr_app.regions import ink_per_row
 from ocr_app.scoring import plain_text
-from ocr_app.synth import text
+from ocr_app.synth import lexicon, render, text
 from ocr_app.synth.bands import TOKEN_SIDE, band_markdown, words_by_band
 from ocr_app.synth.documents import BUILDERS, Heading, Paragraph, Table, to_markdown, with_random_words
 from ocr_app.synth.render import FONTS_DIR, place_blocks, random_style

@@ -163,18 +163,32 @@ def form(rng: random.Random) -> Document:
     )
 
 
-def with_random_words(blocks: Document, rng: random.Random) -> Document:
+def with_text(blocks: Document, written: Callable[[str], str]) -> Document:
+    """The same blocks with each heading, label, paragraph and cell's text passed through `written`."""
+    changed: list[Block] = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            changed.append(replace(block, text=written(block.text)))
+        elif isinstance(block, Paragraph):
+            changed.append(replace(block, text=written(block.text), label=written(block.label)))
+        else:
+            rows = tuple(tuple(written(cell) for cell in cells) for cells in block.rows)
+            changed.append(replace(block, header=tuple(written(cell) for cell in block.header), rows=rows))
+    return tuple(changed)
+
+
+def with_random_words(blocks: Document, rng: random.Random, lexicon: float = 0.0) -> Document:
     """The same layout with every heading, label, paragraph and table cell made of as many words drawn independently.
 
     The builders draw prose from a few dozen sentences, labels from fixed forms and table cells from listed
     products, which a reader can recite after its first letters; a reader trained only on them learns to
     recall instead of to read.  Text set in capitals stays in capitals (titles, receipts' labels); a
     table's numeric cells stay numbers, amounts drawn anew (`text.amount`) and other figures re-drawn digit
-    runs (`10 kg` -> `437 kg`).
+    runs (`10 kg` -> `437 kg`).  `lexicon`: see `text.random_words`.
     """
 
     def replaced(words: str) -> str:
-        drawn = text.random_words(rng, len(words.split())) if words else words
+        drawn = text.random_words(rng, len(words.split()), lexicon) if words else words
         return text.turkish_upper(drawn) if words.isupper() else drawn
 
     def figure(cell: str) -> str:

@@ -37,6 +37,11 @@ class Stage(_Strict):
     placement: Placement = "sheet"
     # Share of words and lines starting with bold words, as labels and headings are (`ocr_app.synth._bold_words`).
     bold: float = Field(default=0.0, ge=0.0, le=1.0)
+    # Share of synthetic samples set in the type of real documents, where installed (`make train-setup`;
+    # `ocr_app.synth.render.DOCUMENT_FAMILIES`), and share of random words that are dictionary words and
+    # identifiers in their real formats (`ocr_app.synth.text.real_token`).
+    fonts: float = Field(default=0.0, ge=0.0, le=1.0)
+    lexicon: float = Field(default=0.0, ge=0.0, le=1.0)
     # The optimizer's learning rate is multiplied by this during the stage (a lower rate settles the weights).
     lr_scale: float = Field(default=1.0, gt=0.0, le=1.0)
 

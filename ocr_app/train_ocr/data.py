@@ -79,7 +79,8 @@ def draw_examples(
             continue
         # Drawn only when used, so a stage without random text sees the samples it always saw.
         random_text = stage.random_text > 0 and rng.random() < stage.random_text
-        sample = make_sample(rng, level, random_text=random_text, placement=stage.placement, bold=stage.bold, regions=regions)
+        sample = make_sample(rng, level, random_text=random_text, placement=stage.placement, bold=stage.bold,
+                             regions=regions, fonts=stage.fonts, lexicon=stage.lexicon)
         examples.append(Example(sample.image, sample.markdown, level))
     return examples
 
