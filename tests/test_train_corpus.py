@@ -12,7 +12,7 @@ import pytest
 
 from ocr_app.config import PROJECT_ROOT, PixelBudget
 from ocr_app.synth.render import FONTS_DIR
-from ocr_app.train_ocr.config import REAL, load_train_config
+from ocr_app.train_ocr.config import LAYOUT, REAL, load_train_config
 from ocr_app.train_ocr.corpus import CORPUS_ROOT, EVALUATION_REPOS, corpus_pages, load_corpus
 from ocr_app.train_ocr.data import draw_examples, held_out_examples
 from ocr_app.train_ocr.textlayer import render_and_cut
@@ -105,18 +105,19 @@ def test_training_corpus_comes_from_no_benchmark_or_evaluation_source():
     assert any(document.held_out for document in documents)
 
 
-def test_real_level_draws_parts_of_training_pages_and_held_out_parts_of_held_out_pages():
-    stage = RECIPE.stages[-1].model_copy(update={"levels": {REAL: 1.0}, "batch_size": 3})
+@pytest.mark.parametrize("level", [REAL, LAYOUT])
+def test_real_and_layout_levels_draw_parts_the_same_on_every_draw(level):
+    stage = RECIPE.stages[-1].model_copy(update={"levels": {level: 1.0}, "batch_size": 3})
     examples = draw_examples(0, 3, stage, RECIPE.regions, BUDGET)
-    assert [example.level for example in examples] == [REAL] * 3
+    assert [example.level for example in examples] == [level] * 3
     assert all(example.text and example.image.height % 32 == 0 for example in examples)
     assert [example.text for example in draw_examples(0, 3, stage, RECIPE.regions, BUDGET)] == [e.text for e in examples]
-    held_out = held_out_examples(REAL, 2, regions=RECIPE.regions, budget=BUDGET)
+    held_out = held_out_examples(level, 2, regions=RECIPE.regions, budget=BUDGET)
     assert all(example.text for example in held_out)
 
 
 def test_recipe_mixes_real_pages_with_band_data_and_evaluates_them():
     stage = RECIPE.stages[-1]
-    assert stage.levels.get(REAL, 0) > 0 and stage.levels.get("band", 0) > 0
+    assert stage.levels.get(REAL, 0) > 0 and stage.levels.get(LAYOUT, 0) > 0 and stage.levels.get("band", 0) > 0
     with pytest.raises(Exception, match="unknown level"):
         RECIPE.stages[-1].model_validate({**stage.model_dump(), "levels": {"reel": 1.0}})

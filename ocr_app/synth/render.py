@@ -76,7 +76,7 @@ def font(name: str, size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(str(FONTS_DIR / name), size)
 
 
-def _files(family: str) -> tuple[str, str, str]:
+def family_files(family: str) -> tuple[str, str, str]:
     """(regular, bold, italic) of a bundled or document family; a bundled family has no italic."""
     if family in FAMILIES:
         regular, bold = FAMILIES[family]
@@ -87,13 +87,13 @@ def _files(family: str) -> tuple[str, str, str]:
 @lru_cache(maxsize=1)
 def installed_families() -> tuple[str, ...]:
     """The document families whose three faces are installed."""
-    return tuple(name for name in DOCUMENT_FAMILIES if all(Path(path).is_file() for path in _files(name)))
+    return tuple(name for name in DOCUMENT_FAMILIES if all(Path(path).is_file() for path in family_files(name)))
 
 
 @lru_cache(maxsize=64)
 def missing_characters(family: str) -> frozenset[str]:
     """Which of `SPELLED_OUT`'s characters the family's regular face has no glyph for."""
-    face = font(_files(family)[0], 20)
+    face = font(family_files(family)[0], 20)
     blank = face.getmask("\uffff").getbbox()  # what an unknown character draws
     return frozenset(character for character in SPELLED_OUT if face.getmask(character).getbbox() == blank)
 
@@ -117,7 +117,7 @@ class Style:
     italic: bool = False  # regular text in the family's italic face (a document family's; bold stays upright)
 
     def font(self, bold: bool = False, scale: float = 1.0) -> ImageFont.FreeTypeFont:
-        regular, bold_face, italic = _files(self.family)
+        regular, bold_face, italic = family_files(self.family)
         return font(bold_face if bold else italic if self.italic else regular, max(8, round(self.size * scale)))
 
 

@@ -13,9 +13,10 @@ from ocr_app.synth import LEVELS, Placement
 from ocr_app.testing.tiny_model import TinySizes
 
 
-# Parts of pages of real born-digital PDFs, their answers from the text layer (`textlayer`, `corpus`).
-REAL = "real"
-TRAIN_LEVELS = (*LEVELS, REAL)
+# Parts of pages of real born-digital PDFs, their answers from the text layer (`textlayer`, `corpus`), and of
+# pages made as real ones are, HTML laid out by PyMuPDF's Story (`ocr_app.synth.story`), answered the same way.
+REAL, LAYOUT = "real", "layout"
+TRAIN_LEVELS = (*LEVELS, REAL, LAYOUT)
 
 
 class _Strict(BaseModel):
@@ -112,8 +113,8 @@ class TrainConfig(_Strict):
 
     @model_validator(mode="after")
     def _bands_need_regions(self) -> TrainConfig:
-        if self.regions is None and any(stage.levels.get(level, 0) > 0 for stage in self.stages for level in ("band", REAL)):
-            raise ValueError("the band and real levels cut pages as [regions] does: a recipe with them needs [regions]")
+        if self.regions is None and any(stage.levels.get(level, 0) > 0 for stage in self.stages for level in ("band", REAL, LAYOUT)):
+            raise ValueError("the band, real and layout levels cut pages as [regions] does: a recipe with them needs [regions]")
         return self
 
     def stage_at(self, step: int) -> Stage:

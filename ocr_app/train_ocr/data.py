@@ -5,7 +5,8 @@ before): sample n uses the n-th training seed of `ocr_app.synth`, which never
 touches the benchmark's reserved seeds.  A resumed run therefore sees exactly
 the samples an uninterrupted one would have seen.  Besides the synthetic levels,
 `real` draws a part of a page of the real-PDF corpus (`corpus`, `textlayer`):
-its training documents for training, its held-out ones for evaluation.
+its training documents for training, its held-out ones for evaluation; `layout`
+a part of a page of an HTML document laid out as a PDF (`synth.story`).
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ from transformers import AutoProcessor
 from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.prompts import page_messages
 from ocr_app.synth import DEGRADATION_WEIGHTS, LEVELS, check_training_seeds, make_sample, training_seeds
-from ocr_app.train_ocr.config import REAL, Stage
+from ocr_app.train_ocr.config import LAYOUT, REAL, TRAIN_LEVELS, Stage
 from ocr_app.train_ocr.corpus import corpus_pages
-from ocr_app.train_ocr.textlayer import part_sample
+from ocr_app.train_ocr.textlayer import layout_sample, part_sample
 
 IGNORE_INDEX = -100
 # Held-out samples come from seeds far above any data position a run reaches, still outside the benchmark's range.
 HELD_OUT_START = 2**41
+# Layout samples of this many consecutive seeds share one HTML document (one batch's, mostly): laying it out,
+# rendering and cutting it costs ~0.5 s, a part of it ~10 ms.
+LAYOUT_SEEDS_PER_DOCUMENT = 16
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,13 @@ def real_example(rng: random.Random, regions: RegionSplit, budget: PixelBudget, 
     return Example(image, text, REAL)
 
 
+def layout_example(seed: int, rng: random.Random, regions: RegionSplit, budget: PixelBudget) -> Example:
+    """A part of a page of the HTML document of the seed's group (`LAYOUT_SEEDS_PER_DOCUMENT`), damaged as above."""
+    degradation = rng.choices(list(DEGRADATION_WEIGHTS), weights=list(DEGRADATION_WEIGHTS.values()))[0]
+    image, text = layout_sample(rng, seed // LAYOUT_SEEDS_PER_DOCUMENT, budget, regions, degradation)
+    return Example(image, text, LAYOUT)
+
+
 def draw_examples(
     start: int, count: int, stage: Stage, regions: RegionSplit | None = None, budget: PixelBudget | None = None
 ) -> list[Example]:
@@ -74,8 +85,8 @@ def draw_examples(
     for seed in seeds:
         rng = random.Random(seed)
         level = rng.choices(levels, weights=weights)[0]
-        if level == REAL:
-            examples.append(real_example(rng, regions, budget))
+        if level in (REAL, LAYOUT):
+            examples.append(real_example(rng, regions, budget) if level == REAL else layout_example(seed, rng, regions, budget))
             continue
         # Drawn only when used, so a stage without random text sees the samples it always saw.
         random_text = stage.random_text > 0 and rng.random() < stage.random_text
@@ -90,9 +101,11 @@ def held_out_examples(
 ) -> list[Example]:
     """A fixed evaluation set for one level, disjoint from the training stream and the benchmark (`real`: parts of
     the corpus's held-out documents)."""
-    seeds = sample_seeds(HELD_OUT_START + (*LEVELS, REAL).index(level) * 2**20, count)
+    seeds = sample_seeds(HELD_OUT_START + TRAIN_LEVELS.index(level) * 2**20, count)
     if level == REAL:
         return [real_example(random.Random(seed), regions, budget, held_out=True) for seed in seeds]
+    if level == LAYOUT:
+        return [layout_example(seed, random.Random(seed), regions, budget) for seed in seeds]
     samples = [make_sample(seed, level, random_text=random_text, regions=regions) for seed in seeds]
     return [Example(sample.image, sample.markdown, level) for sample in samples]
 

@@ -15,6 +15,7 @@ writes it, as the synthetic band samples are written (`synth.bands`).
 from __future__ import annotations
 
 import random
+import tempfile
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,6 +30,7 @@ from ocr_app.documents import open_document
 from ocr_app.pages import DEFAULT_DPI, render_pdf_pages
 from ocr_app.regions import band_parts, cell_text, enlargement, erase_rules, ink_per_row, line_heights, rows_of_bands
 from ocr_app.regions.ink import INK_CONTRAST
+from ocr_app.synth import story
 from ocr_app.synth.bands import damaged_part
 
 # Ink columns of a part no word covers: at most this share of its line's height (anti-aliased edges).
@@ -184,16 +186,40 @@ def _cached_cut(pdf: Path, number: int, budget: PixelBudget, split: RegionSplit)
     return render_and_cut(pdf, number, budget, split)
 
 
+def _damaged(rng: random.Random, cut: CutPage, split: RegionSplit, degradation: str) -> tuple[Image.Image, str]:
+    """One of the page's parts, drawn by `rng`, as the reader gets it (enlarged, padded, with the `degradation`'s
+    damage), and its text."""
+    part = rng.choice(cut.parts)
+    return damaged_part(cut.image, part.top, part.bottom, part.columns, split, cut.scale, degradation, rng), part.text
+
+
 def part_sample(
     rng: random.Random, pages: list[tuple[Path, int]], budget: PixelBudget, split: RegionSplit, degradation: str
 ) -> tuple[Image.Image, str]:
-    """One part of one of `pages` ((pdf, 1-based page) pairs), drawn by `rng`, as the reader gets it (enlarged,
-    padded, with the `degradation`'s damage), and its text; a page without kept parts gives way to another."""
+    """A part of one of `pages` ((pdf, 1-based page) pairs) drawn by `rng` (`_damaged`); a page without kept parts
+    gives way to another."""
     while True:
         pdf, number = rng.choice(pages)
         cut = _cached_cut(pdf, number, budget, split)
         if cut.parts:
-            break
-    part = rng.choice(cut.parts)
-    image = damaged_part(cut.image, part.top, part.bottom, part.columns, split, cut.scale, degradation, rng)
-    return image, part.text
+            return _damaged(rng, cut, split, degradation)
+
+
+@lru_cache(maxsize=4)
+def _story_cuts(key: int, budget: PixelBudget, split: RegionSplit) -> tuple[CutPage, ...]:
+    """The pages of the `synth.story` document drawn from `key`, rendered and cut."""
+    with tempfile.NamedTemporaryFile(suffix=".pdf") as pdf:
+        pdf.write(story.document(random.Random(key)))
+        pdf.flush()
+        with pymupdf.open(pdf.name) as document:
+            pages = document.page_count
+        return tuple(render_and_cut(Path(pdf.name), number, budget, split) for number in range(1, pages + 1))
+
+
+def layout_sample(
+    rng: random.Random, key: int, budget: PixelBudget, split: RegionSplit, degradation: str
+) -> tuple[Image.Image, str]:
+    """A part of a page of the HTML document drawn from `key` (`synth.story`; samples sharing a key share its
+    rendering), drawn by `rng` (`_damaged`)."""
+    cuts = [cut for cut in _story_cuts(key, budget, split) if cut.parts]
+    return _damaged(rng, rng.choice(cuts), split, degradation)
