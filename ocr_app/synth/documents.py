@@ -163,8 +163,12 @@ def form(rng: random.Random) -> Document:
     )
 
 
-def with_text(blocks: Document, written: Callable[[str], str]) -> Document:
-    """The same blocks with each heading, label, paragraph and cell's text passed through `written`."""
+def with_text(
+    blocks: Document, written: Callable[[str], str], cell_written: Callable[[str, bool], str] | None = None
+) -> Document:
+    """The same blocks with each heading's, paragraph's, label's and header cell's text passed through `written`, and
+    each body cell's through `cell_written(text, numeric)` (default: `written`), in that order within a block."""
+    cell_written = cell_written or (lambda cell, numeric: written(cell))
     changed: list[Block] = []
     for block in blocks:
         if isinstance(block, Heading):
@@ -172,7 +176,7 @@ def with_text(blocks: Document, written: Callable[[str], str]) -> Document:
         elif isinstance(block, Paragraph):
             changed.append(replace(block, text=written(block.text), label=written(block.label)))
         else:
-            rows = tuple(tuple(written(cell) for cell in cells) for cells in block.rows)
+            rows = tuple(tuple(cell_written(cell, numeric) for cell, numeric in zip(cells, block.numeric)) for cells in block.rows)
             changed.append(replace(block, header=tuple(written(cell) for cell in block.header), rows=rows))
     return tuple(changed)
 
@@ -196,19 +200,7 @@ def with_random_words(blocks: Document, rng: random.Random, lexicon: float = 0.0
             return text.amount(rng)
         return re.sub(r"\d+", lambda digits: str(rng.randint(1, 10 ** (len(digits.group()) + 1))), cell)
 
-    def row(cells: tuple[str, ...], numeric: tuple[bool, ...]) -> tuple[str, ...]:
-        return tuple(figure(cell) if is_number else replaced(cell) for cell, is_number in zip(cells, numeric))
-
-    changed: list[Block] = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            changed.append(replace(block, text=replaced(block.text)))
-        elif isinstance(block, Paragraph):
-            changed.append(replace(block, text=replaced(block.text), label=replaced(block.label)))
-        else:
-            rows = tuple(row(cells, block.numeric) for cells in block.rows)
-            changed.append(replace(block, header=tuple(replaced(cell) for cell in block.header), rows=rows))
-    return tuple(changed)
+    return with_text(blocks, replaced, lambda cell, numeric: figure(cell) if numeric else replaced(cell))
 
 
 BUILDERS: dict[str, Callable[[random.Random], Document]] = {
