@@ -220,6 +220,9 @@ def layout_sample(
     rng: random.Random, key: int, budget: PixelBudget, split: RegionSplit, degradation: str
 ) -> tuple[Image.Image, str]:
     """A part of a page of the HTML document drawn from `key` (`synth.story`; samples sharing a key share its
-    rendering), drawn by `rng` (`_damaged`)."""
-    cuts = [cut for cut in _story_cuts(key, budget, split) if cut.parts]
-    return _damaged(rng, rng.choice(cuts), split, degradation)
+    rendering), drawn by `rng` (`_damaged`); a document without kept parts gives way to the next key's."""
+    while True:
+        cuts = [cut for cut in _story_cuts(key, budget, split) if cut.parts]
+        if cuts:
+            return _damaged(rng, rng.choice(cuts), split, degradation)
+        key += 1
