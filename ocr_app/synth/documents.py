@@ -163,18 +163,36 @@ def form(rng: random.Random) -> Document:
     )
 
 
-def with_random_words(blocks: Document, rng: random.Random) -> Document:
+def with_text(
+    blocks: Document, written: Callable[[str], str], cell_written: Callable[[str, bool], str] | None = None
+) -> Document:
+    """The same blocks with each heading's, paragraph's, label's and header cell's text passed through `written`, and
+    each body cell's through `cell_written(text, numeric)` (default: `written`), in that order within a block."""
+    cell_written = cell_written or (lambda cell, numeric: written(cell))
+    changed: list[Block] = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            changed.append(replace(block, text=written(block.text)))
+        elif isinstance(block, Paragraph):
+            changed.append(replace(block, text=written(block.text), label=written(block.label)))
+        else:
+            rows = tuple(tuple(cell_written(cell, numeric) for cell, numeric in zip(cells, block.numeric)) for cells in block.rows)
+            changed.append(replace(block, header=tuple(written(cell) for cell in block.header), rows=rows))
+    return tuple(changed)
+
+
+def with_random_words(blocks: Document, rng: random.Random, lexicon: float = 0.0) -> Document:
     """The same layout with every heading, label, paragraph and table cell made of as many words drawn independently.
 
     The builders draw prose from a few dozen sentences, labels from fixed forms and table cells from listed
     products, which a reader can recite after its first letters; a reader trained only on them learns to
     recall instead of to read.  Text set in capitals stays in capitals (titles, receipts' labels); a
     table's numeric cells stay numbers, amounts drawn anew (`text.amount`) and other figures re-drawn digit
-    runs (`10 kg` -> `437 kg`).
+    runs (`10 kg` -> `437 kg`).  `lexicon`: see `text.random_words`.
     """
 
     def replaced(words: str) -> str:
-        drawn = text.random_words(rng, len(words.split())) if words else words
+        drawn = text.random_words(rng, len(words.split()), lexicon) if words else words
         return text.turkish_upper(drawn) if words.isupper() else drawn
 
     def figure(cell: str) -> str:
@@ -182,19 +200,7 @@ def with_random_words(blocks: Document, rng: random.Random) -> Document:
             return text.amount(rng)
         return re.sub(r"\d+", lambda digits: str(rng.randint(1, 10 ** (len(digits.group()) + 1))), cell)
 
-    def row(cells: tuple[str, ...], numeric: tuple[bool, ...]) -> tuple[str, ...]:
-        return tuple(figure(cell) if is_number else replaced(cell) for cell, is_number in zip(cells, numeric))
-
-    changed: list[Block] = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            changed.append(replace(block, text=replaced(block.text)))
-        elif isinstance(block, Paragraph):
-            changed.append(replace(block, text=replaced(block.text), label=replaced(block.label)))
-        else:
-            rows = tuple(row(cells, block.numeric) for cells in block.rows)
-            changed.append(replace(block, header=tuple(replaced(cell) for cell in block.header), rows=rows))
-    return tuple(changed)
+    return with_text(blocks, replaced, lambda cell, numeric: figure(cell) if numeric else replaced(cell))
 
 
 BUILDERS: dict[str, Callable[[random.Random], Document]] = {

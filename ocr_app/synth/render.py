@@ -25,13 +25,84 @@ FAMILIES: dict[str, tuple[str, str]] = {  # name -> (regular, bold)
     "condensed": ("DejaVuSansCondensed.ttf", "DejaVuSans-Bold.ttf"),
     "mono": ("DejaVuSansMono.ttf", "DejaVuSansMono.ttf"),
 }
+# The type real Turkish documents are set in, by free clones with the same metrics where there is one, from
+# Debian's packages (`make train-setup`): name -> (regular, bold, italic), under /usr/share.  Used where installed
+# and where a recipe stage asks (`make_sample(fonts=...)`); the bundled DejaVu faces are Verdana's and Bitstream
+# Vera's kin.  Segoe UI has no clone: Open Sans and Noto Sans are its nearest free kin.
+_SHARE = Path("/usr/share")
+_TTF, _OTF, _LM = "fonts/truetype", "fonts/opentype/urw-base35", "texmf/fonts/opentype/public/lm"
+DOCUMENT_FAMILIES: dict[str, tuple[str, str, str]] = {
+    "arial": (f"{_TTF}/liberation2/LiberationSans-Regular.ttf", f"{_TTF}/liberation2/LiberationSans-Bold.ttf",
+              f"{_TTF}/liberation2/LiberationSans-Italic.ttf"),
+    "times": (f"{_TTF}/liberation2/LiberationSerif-Regular.ttf", f"{_TTF}/liberation2/LiberationSerif-Bold.ttf",
+              f"{_TTF}/liberation2/LiberationSerif-Italic.ttf"),
+    "calibri": (f"{_TTF}/crosextra/Carlito-Regular.ttf", f"{_TTF}/crosextra/Carlito-Bold.ttf",
+                f"{_TTF}/crosextra/Carlito-Italic.ttf"),
+    "cambria": (f"{_TTF}/crosextra/Caladea-Regular.ttf", f"{_TTF}/crosextra/Caladea-Bold.ttf",
+                f"{_TTF}/crosextra/Caladea-Italic.ttf"),
+    "tahoma": ("wine/fonts/tahoma.ttf", "wine/fonts/tahomabd.ttf", "wine/fonts/tahoma.ttf"),  # no italic
+    "helvetica": (f"{_OTF}/NimbusSans-Regular.otf", f"{_OTF}/NimbusSans-Bold.otf", f"{_OTF}/NimbusSans-Italic.otf"),
+    "helvetica-narrow": (f"{_OTF}/NimbusSansNarrow-Regular.otf", f"{_OTF}/NimbusSansNarrow-Bold.otf",
+                         f"{_OTF}/NimbusSansNarrow-Oblique.otf"),
+    "nimbus-roman": (f"{_OTF}/NimbusRoman-Regular.otf", f"{_OTF}/NimbusRoman-Bold.otf", f"{_OTF}/NimbusRoman-Italic.otf"),
+    "palatino": (f"{_OTF}/P052-Roman.otf", f"{_OTF}/P052-Bold.otf", f"{_OTF}/P052-Italic.otf"),
+    "century": (f"{_OTF}/C059-Roman.otf", f"{_OTF}/C059-Bold.otf", f"{_OTF}/C059-Italic.otf"),
+    "latin-modern": (f"{_LM}/lmroman10-regular.otf", f"{_LM}/lmroman10-bold.otf", f"{_LM}/lmroman10-italic.otf"),
+    "latin-modern-sans": (f"{_LM}/lmsans10-regular.otf", f"{_LM}/lmsans10-bold.otf", f"{_LM}/lmsans10-oblique.otf"),
+    "noto-sans": (f"{_TTF}/noto/NotoSans-Regular.ttf", f"{_TTF}/noto/NotoSans-Bold.ttf", f"{_TTF}/noto/NotoSans-Italic.ttf"),
+    "noto-serif": (f"{_TTF}/noto/NotoSerif-Regular.ttf", f"{_TTF}/noto/NotoSerif-Bold.ttf",
+                   f"{_TTF}/noto/NotoSerif-Italic.ttf"),
+    "open-sans": (f"{_TTF}/open-sans/OpenSans-Regular.ttf", f"{_TTF}/open-sans/OpenSans-Bold.ttf",
+                  f"{_TTF}/open-sans/OpenSans-Italic.ttf"),
+    "roboto": (f"{_TTF}/roboto/unhinted/RobotoTTF/Roboto-Regular.ttf", f"{_TTF}/roboto/unhinted/RobotoTTF/Roboto-Bold.ttf",
+               f"{_TTF}/roboto/unhinted/RobotoTTF/Roboto-Italic.ttf"),
+    "charis": (f"{_TTF}/charis/CharisSIL-Regular.ttf", f"{_TTF}/charis/CharisSIL-Bold.ttf",
+               f"{_TTF}/charis/CharisSIL-Italic.ttf"),
+    "courier": (f"{_TTF}/liberation2/LiberationMono-Regular.ttf", f"{_TTF}/liberation2/LiberationMono-Bold.ttf",
+                f"{_TTF}/liberation2/LiberationMono-Italic.ttf"),
+    "nimbus-mono": (f"{_OTF}/NimbusMonoPS-Regular.otf", f"{_OTF}/NimbusMonoPS-Bold.otf", f"{_OTF}/NimbusMonoPS-Italic.otf"),
+}
+MONO_FAMILIES = ("mono", "courier", "nimbus-mono")
+# Characters some of those faces lack (only Noto, Roboto and Charis have the lira sign), written as documents set
+# in them write them.
+SPELLED_OUT = {"₺": "TL"}
 Grid = Literal["full", "rules", "none"]
 A4_RATIO = 1.414
 
 
 @lru_cache(maxsize=256)
 def font(name: str, size: int) -> ImageFont.FreeTypeFont:
+    """A bundled face by file name, or any face by absolute path, at `size` px."""
     return ImageFont.truetype(str(FONTS_DIR / name), size)
+
+
+def family_files(family: str) -> tuple[str, str, str]:
+    """(regular, bold, italic) of a bundled or document family; a bundled family has no italic."""
+    if family in FAMILIES:
+        regular, bold = FAMILIES[family]
+        return regular, bold, regular
+    return tuple(str(_SHARE / name) for name in DOCUMENT_FAMILIES[family])
+
+
+@lru_cache(maxsize=1)
+def installed_families() -> tuple[str, ...]:
+    """The document families whose three faces are installed."""
+    return tuple(name for name in DOCUMENT_FAMILIES if all(Path(path).is_file() for path in family_files(name)))
+
+
+@lru_cache(maxsize=64)
+def missing_characters(family: str) -> frozenset[str]:
+    """Which of `SPELLED_OUT`'s characters the family's regular face has no glyph for."""
+    face = font(family_files(family)[0], 20)
+    blank = face.getmask("\uffff").getbbox()  # what an unknown character draws
+    return frozenset(character for character in SPELLED_OUT if face.getmask(character).getbbox() == blank)
+
+
+def spelled_for(family: str, text: str) -> str:
+    """`text` with the characters the family lacks spelled out (`SPELLED_OUT`)."""
+    for character in missing_characters(family):
+        text = text.replace(character, SPELLED_OUT[character])
+    return text
 
 
 @dataclass(frozen=True)
@@ -43,9 +114,11 @@ class Style:
     margin: int
     grid: Grid
     heading_scale: float = 1.0  # on top of HEADING_SCALE; training pages vary it (`make_sample`)
+    italic: bool = False  # regular text in the family's italic face (a document family's; bold stays upright)
 
     def font(self, bold: bool = False, scale: float = 1.0) -> ImageFont.FreeTypeFont:
-        return font(FAMILIES[self.family][bold], max(8, round(self.size * scale)))
+        regular, bold_face, italic = family_files(self.family)
+        return font(bold_face if bold else italic if self.italic else regular, max(8, round(self.size * scale)))
 
 
 def random_style(rng: random.Random, families: tuple[str, ...] = ("sans", "serif", "condensed"),

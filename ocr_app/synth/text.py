@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import uuid
 
 from num2words import num2words
+
+from ocr_app.synth.lexicon import dictionary_words
 
 FIRST_NAMES = (
     "Ahmet", "Mehmet", "Ayşe", "Fatma", "Emine", "Hüseyin", "İbrahim", "Zeynep", "Elif", "Mustafa", "Özge", "Çağla",
@@ -257,14 +260,106 @@ def code(rng: random.Random) -> str:
     return "".join(characters)
 
 
-def random_words(rng: random.Random, count: int) -> str:
+def random_words(rng: random.Random, count: int, lexicon: float = 0.0) -> str:
     """`count` tokens drawn independently: no sentence to recall, so only the image tells them apart.
 
     Half are invented (`invented_word`, `code`): a model that learnt the few hundred words of the
-    documents' lists as whole shapes cannot read them; the other half are `word`'s.
+    documents' lists as whole shapes cannot read them; the other half are `word`'s.  With `lexicon`, that
+    share of them are `real_token`'s instead (drawn first; at 0 nothing more is drawn).
     """
     tokens = []
     for _ in range(count):
+        if lexicon > 0 and rng.random() < lexicon:
+            tokens.append(real_token(rng))
+            continue
         source = rng.random()
         tokens.append(word(rng) if source < 0.5 else invented_word(rng) if source < 0.9 else code(rng))
     return " ".join(tokens)
+
+
+def real_token(rng: random.Random) -> str:
+    """A token as real documents hold them: mostly a word of the Turkish dictionary with its suffixes
+    (`lexicon.dictionary_words`), at times capitalised or in capitals, else a name, an amount, a date or an
+    identifier in its real format (IBAN, TCKN, VKN, e-Fatura number, ETTN)."""
+    source = rng.random()
+    words = dictionary_words()
+    if source < 0.7 and words:
+        drawn = rng.choice(words)
+        case = rng.random()
+        return turkish_upper(drawn[0]) + drawn[1:] if case < 0.15 else turkish_upper(drawn) if case < 0.22 else drawn
+    if source < 0.78:
+        return rng.choice((person, company, address))(rng)
+    if source < 0.86:
+        return priced(rng)
+    if source < 0.92:
+        return dated(rng)
+    return rng.choice((iban, tckn, vkn, invoice_number, ettn))(rng)
+
+
+# Identifiers as Turkish documents print them, with valid check digits: a reader that learnt the shape of a
+# listed number would write that one instead of the one on the page.
+def iban(rng: random.Random) -> str:
+    """A Turkish IBAN (`TR` + 2 check digits + 5-digit bank code + `0` + 16-digit account), in groups of four,
+    its check digits by ISO 13616 (mod 97)."""
+    bban = f"{rng.choice((10, 12, 15, 46, 62, 64, 67, 111, 134, 205, 206)):05d}0{digits(rng, 16)}"
+    # Letters count as 10 + their place in the alphabet: T = 29, R = 27; check digits 00 while computing them.
+    check = 98 - int(f"{bban}292700") % 97
+    number = f"TR{check:02d}{bban}"
+    return " ".join(number[start : start + 4] for start in range(0, len(number), 4)) if rng.random() < 0.7 else number
+
+
+def tckn(rng: random.Random) -> str:
+    """A T.C. Kimlik No: 11 digits, the first not 0, the 10th and 11th its check digits."""
+    first = [rng.randint(1, 9)] + [rng.randint(0, 9) for _ in range(8)]
+    tenth = (7 * sum(first[0::2]) - sum(first[1::2])) % 10
+    eleventh = (sum(first) + tenth) % 10
+    return "".join(map(str, first + [tenth, eleventh]))
+
+
+def vkn(rng: random.Random) -> str:
+    """A Vergi Kimlik No: 10 digits, the last its check digit (the tax administration's algorithm)."""
+    first = [rng.randint(0, 9) for _ in range(9)]
+    total = 0
+    for index, digit in enumerate(first):
+        shifted = (digit + 9 - index) % 10
+        weighted = (shifted * 2 ** (9 - index)) % 9
+        total += 9 if shifted != 0 and weighted == 0 else weighted
+    return "".join(map(str, first)) + str((10 - total % 10) % 10)
+
+
+def invoice_number(rng: random.Random, year: int | None = None) -> str:
+    """An e-Fatura / e-Arşiv number: a 3-character prefix, the year, a 9-digit sequence (`GİB2026000000417`)."""
+    prefix = "".join(rng.choice("ABCDEFGHIJKLMNOPRSTUVYZ0123456789") for _ in range(3))
+    return f"{prefix}{year or rng.randint(2018, 2027)}{rng.randint(1, 10**rng.randint(2, 9) - 1):09d}"
+
+
+def ettn(rng: random.Random) -> str:
+    """An e-invoice's ETTN: a version-4 UUID, as printed in lower or upper case."""
+    value = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    return value.upper() if rng.random() < 0.3 else value
+
+
+def priced(rng: random.Random) -> str:
+    """An amount in one of the ways invoices and receipts write it: `42,50 TL`, `1.250,00 ₺`, `₺18,90`,
+    `USD 12.50`, `€1.234,56`, `12.500 TL`, `2500,00`."""
+    kurus = round(10 ** rng.uniform(2, 7))
+    turkish = money(kurus)
+    english = f"{kurus // 100:,}.{kurus % 100:02d}"
+    return rng.choice((
+        f"{turkish} TL", f"{turkish} ₺", f"₺{turkish}", f"{turkish} TRY", f"USD {english}", f"${english}",
+        f"€{turkish}", f"{turkish} EUR", f"{money(kurus - kurus % 100)[:-3]} TL", turkish.replace(".", ""),
+    ))
+
+
+def dated(rng: random.Random) -> str:
+    """A date in one of the ways documents print it: `02.12.2026`, `2/12/2026`, `2026-12-02`, `2 Aralık 2026`,
+    `02 ARALIK 2026 Çarşamba`, `02.12.2026 14:35`."""
+    day = date(rng)
+    return rng.choice((
+        short_date(day), f"{day.day}/{day.month}/{day.year}", day.isoformat(), long_date(day),
+        turkish_upper(long_date(day)), f"{short_date(day)} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}",
+        f"{long_date(day)} {WEEKDAYS[day.weekday()]}",
+    ))
+
+
+WEEKDAYS = ("Pazartesi", "Salı", "Çarşamba", "Perşembe", "Cuma", "Cumartesi", "Pazar")

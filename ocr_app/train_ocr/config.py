@@ -7,10 +7,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ocr_app.config import RegionSplit
+from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.errors import ConfigError
 from ocr_app.synth import LEVELS, Placement
 from ocr_app.testing.tiny_model import TinySizes
+
+
+# Parts of pages of real born-digital PDFs, their answers from the text layer (`textlayer`, `corpus`), and of
+# pages made as real ones are, HTML laid out by PyMuPDF's Story (`ocr_app.synth.story`), answered the same way.
+REAL, LAYOUT = "real", "layout"
+TRAIN_LEVELS = (*LEVELS, REAL, LAYOUT)
 
 
 class _Strict(BaseModel):
@@ -32,14 +38,19 @@ class Stage(_Strict):
     placement: Placement = "sheet"
     # Share of words and lines starting with bold words, as labels and headings are (`ocr_app.synth._bold_words`).
     bold: float = Field(default=0.0, ge=0.0, le=1.0)
+    # Share of synthetic samples set in the type of real documents, where installed (`make train-setup`;
+    # `ocr_app.synth.render.DOCUMENT_FAMILIES`), and share of random words that are dictionary words and
+    # identifiers in their real formats (`ocr_app.synth.text.real_token`).
+    fonts: float = Field(default=0.0, ge=0.0, le=1.0)
+    lexicon: float = Field(default=0.0, ge=0.0, le=1.0)
     # The optimizer's learning rate is multiplied by this during the stage (a lower rate settles the weights).
     lr_scale: float = Field(default=1.0, gt=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _known_levels(self) -> Stage:
-        unknown = set(self.levels) - set(LEVELS)
+        unknown = set(self.levels) - set(TRAIN_LEVELS)
         if unknown:
-            raise ValueError(f"unknown level(s) {sorted(unknown)} (levels: {', '.join(LEVELS)})")
+            raise ValueError(f"unknown level(s) {sorted(unknown)} (levels: {', '.join(TRAIN_LEVELS)})")
         if self.steps <= 0 or self.batch_size <= 0 or not any(weight > 0 for weight in self.levels.values()):
             raise ValueError("a stage needs steps > 0, batch_size > 0 and a level with weight > 0")
         return self
@@ -102,8 +113,8 @@ class TrainConfig(_Strict):
 
     @model_validator(mode="after")
     def _bands_need_regions(self) -> TrainConfig:
-        if self.regions is None and any(stage.levels.get("band", 0) > 0 for stage in self.stages):
-            raise ValueError("the band level cuts pages as [regions] does: a recipe with band stages needs [regions]")
+        if self.regions is None and any(stage.levels.get(level, 0) > 0 for stage in self.stages for level in ("band", REAL, LAYOUT)):
+            raise ValueError("the band, real and layout levels cut pages as [regions] does: a recipe with them needs [regions]")
         return self
 
     def stage_at(self, step: int) -> Stage:
@@ -114,6 +125,10 @@ class TrainConfig(_Strict):
             if step < end:
                 return stage
         return self.stages[-1]
+
+    def budget(self) -> PixelBudget:
+        """The pixels of a page as the exported model's preset fits it."""
+        return PixelBudget(min_pixels=self.model.min_pixels, max_pixels=self.model.max_pixels)
 
     def architecture(self) -> dict:
         """What a checkpoint's weights depend on: a resumed run must not change it."""

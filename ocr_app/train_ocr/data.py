@@ -3,7 +3,10 @@
 The data is a pure function of the data position (how many samples came
 before): sample n uses the n-th training seed of `ocr_app.synth`, which never
 touches the benchmark's reserved seeds.  A resumed run therefore sees exactly
-the samples an uninterrupted one would have seen.
+the samples an uninterrupted one would have seen.  Besides the synthetic levels,
+`real` draws a part of a page of the real-PDF corpus (`corpus`, `textlayer`):
+its training documents for training, its held-out ones for evaluation; `layout`
+a part of a page of an HTML document laid out as a PDF (`synth.story`).
 """
 
 from __future__ import annotations
@@ -14,20 +17,26 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import torch
 from PIL import Image
 from transformers import AutoProcessor
 
-from ocr_app.config import RegionSplit
+from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.prompts import page_messages
-from ocr_app.synth import LEVELS, check_training_seeds, make_sample, training_seeds
-from ocr_app.train_ocr.config import Stage
+from ocr_app.synth import DEGRADATION_WEIGHTS, LEVELS, check_training_seeds, make_sample, training_seeds
+from ocr_app.train_ocr.config import LAYOUT, REAL, TRAIN_LEVELS, Stage
+from ocr_app.train_ocr.corpus import corpus_pages
+from ocr_app.train_ocr.textlayer import layout_sample, part_sample
 
 IGNORE_INDEX = -100
 # Held-out samples come from seeds far above any data position a run reaches, still outside the benchmark's range.
 HELD_OUT_START = 2**41
+# Layout samples of this many consecutive seeds share one HTML document (one batch's, mostly): laying it out,
+# rendering and cutting it costs ~0.5 s, a part of it ~10 ms.
+LAYOUT_SEEDS_PER_DOCUMENT = 16
 
 
 @dataclass(frozen=True)
@@ -44,25 +53,59 @@ def sample_seeds(start: int, count: int) -> list[int]:
     return seeds
 
 
-def draw_examples(start: int, count: int, stage: Stage, regions: RegionSplit | None = None) -> list[Example]:
+@lru_cache(maxsize=2)
+def _real_pages(held_out: bool) -> list[tuple[Path, int]]:
+    return corpus_pages(held_out)
+
+
+def real_example(rng: random.Random, regions: RegionSplit, budget: PixelBudget, held_out: bool = False) -> Example:
+    """A part of a page of the real-PDF corpus (its training or its held-out documents), with the damage of a
+    degradation drawn as the synthetic samples draw theirs."""
+    degradation = rng.choices(list(DEGRADATION_WEIGHTS), weights=list(DEGRADATION_WEIGHTS.values()))[0]
+    image, text = part_sample(rng, _real_pages(held_out), budget, regions, degradation)
+    return Example(image, text, REAL)
+
+
+def layout_example(seed: int, rng: random.Random, regions: RegionSplit, budget: PixelBudget) -> Example:
+    """A part of a page of the HTML document of the seed's group (`LAYOUT_SEEDS_PER_DOCUMENT`), damaged as above."""
+    degradation = rng.choices(list(DEGRADATION_WEIGHTS), weights=list(DEGRADATION_WEIGHTS.values()))[0]
+    image, text = layout_sample(rng, seed // LAYOUT_SEEDS_PER_DOCUMENT, budget, regions, degradation)
+    return Example(image, text, LAYOUT)
+
+
+def draw_examples(
+    start: int, count: int, stage: Stage, regions: RegionSplit | None = None, budget: PixelBudget | None = None
+) -> list[Example]:
     """Samples start .. start+count-1 of the training stream, each at a level drawn from the stage's weights
-    (`regions`: how the band level cuts a page, as the exported model's preset does)."""
+    (`regions`: how the band and real levels cut a page, as the exported model's preset does; `budget`: the
+    pixels a real page is rendered to)."""
     seeds = sample_seeds(start, count)
     levels, weights = zip(*stage.levels.items())
     examples = []
     for seed in seeds:
         rng = random.Random(seed)
         level = rng.choices(levels, weights=weights)[0]
+        if level in (REAL, LAYOUT):
+            examples.append(real_example(rng, regions, budget) if level == REAL else layout_example(seed, rng, regions, budget))
+            continue
         # Drawn only when used, so a stage without random text sees the samples it always saw.
         random_text = stage.random_text > 0 and rng.random() < stage.random_text
-        sample = make_sample(rng, level, random_text=random_text, placement=stage.placement, bold=stage.bold, regions=regions)
+        sample = make_sample(rng, level, random_text=random_text, placement=stage.placement, bold=stage.bold,
+                             regions=regions, fonts=stage.fonts, lexicon=stage.lexicon)
         examples.append(Example(sample.image, sample.markdown, level))
     return examples
 
 
-def held_out_examples(level: str, count: int, random_text: bool = False, regions: RegionSplit | None = None) -> list[Example]:
-    """A fixed evaluation set for one level, disjoint from the training stream and the benchmark."""
-    seeds = sample_seeds(HELD_OUT_START + LEVELS.index(level) * 2**20, count)
+def held_out_examples(
+    level: str, count: int, random_text: bool = False, regions: RegionSplit | None = None, budget: PixelBudget | None = None
+) -> list[Example]:
+    """A fixed evaluation set for one level, disjoint from the training stream and the benchmark (`real`: parts of
+    the corpus's held-out documents)."""
+    seeds = sample_seeds(HELD_OUT_START + TRAIN_LEVELS.index(level) * 2**20, count)
+    if level == REAL:
+        return [real_example(random.Random(seed), regions, budget, held_out=True) for seed in seeds]
+    if level == LAYOUT:
+        return [layout_example(seed, random.Random(seed), regions, budget) for seed in seeds]
     samples = [make_sample(seed, level, random_text=random_text, regions=regions) for seed in seeds]
     return [Example(sample.image, sample.markdown, level) for sample in samples]
 
@@ -186,9 +229,10 @@ def noisy_history(inputs: dict[str, torch.Tensor], share: float, generator: torc
 
 
 def encoded_batch(
-    encoder: Encoder, position: int, stage: Stage, max_tokens: int, regions: RegionSplit | None = None
+    encoder: Encoder, position: int, stage: Stage, max_tokens: int, regions: RegionSplit | None = None,
+    budget: PixelBudget | None = None,
 ) -> TrainingBatch:
-    batch = encoder.micro_batches(draw_examples(position, stage.batch_size, stage, regions), max_tokens)
+    batch = encoder.micro_batches(draw_examples(position, stage.batch_size, stage, regions, budget), max_tokens)
     if stage.history_noise == 0:
         return batch
     # Seeded by the data position, as the samples are: a resumed run sees the same noise.
@@ -208,8 +252,10 @@ def _start_worker(processor_dir: Path, instruction: str) -> None:
     _worker_encoder = Encoder(AutoProcessor.from_pretrained(processor_dir), instruction)
 
 
-def _worker_batch(position: int, stage: Stage, max_tokens: int, regions: RegionSplit | None) -> TrainingBatch:
-    return encoded_batch(_worker_encoder, position, stage, max_tokens, regions)
+def _worker_batch(
+    position: int, stage: Stage, max_tokens: int, regions: RegionSplit | None, budget: PixelBudget | None
+) -> TrainingBatch:
+    return encoded_batch(_worker_encoder, position, stage, max_tokens, regions, budget)
 
 
 class BatchStream:
@@ -224,11 +270,12 @@ class BatchStream:
 
     def __init__(
         self, encoder: Encoder, processor_dir: Path, instruction: str, workers: int, max_tokens: int,
-        regions: RegionSplit | None = None,
+        regions: RegionSplit | None = None, budget: PixelBudget | None = None,
     ):
         self.encoder = encoder
         self.max_tokens = max_tokens
         self.regions = regions
+        self.budget = budget
         self.pool = (
             ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(processor_dir, instruction))
             if workers > 0
@@ -239,11 +286,11 @@ class BatchStream:
     def batches(self, plan: Iterator[tuple[int, Stage]]) -> Iterator[TrainingBatch]:
         if self.pool is None:
             for position, stage in plan:
-                yield encoded_batch(self.encoder, position, stage, self.max_tokens, self.regions)
+                yield encoded_batch(self.encoder, position, stage, self.max_tokens, self.regions, self.budget)
             return
         pending: deque[Future] = deque()
         for position, stage in plan:
-            pending.append(self.pool.submit(_worker_batch, position, stage, self.max_tokens, self.regions))
+            pending.append(self.pool.submit(_worker_batch, position, stage, self.max_tokens, self.regions, self.budget))
             if len(pending) > self.ahead:
                 yield pending.popleft().result()
 

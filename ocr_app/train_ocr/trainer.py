@@ -364,7 +364,9 @@ class Trainer:
         results = {}
         for level in levels:
             if level not in self.held_out:
-                self.held_out[level] = held_out_examples(level, self.config.evaluation.samples_per_level, regions=self.config.regions)
+                self.held_out[level] = held_out_examples(
+                    level, self.config.evaluation.samples_per_level, regions=self.config.regions, budget=self.config.budget()
+                )
             examples = self.held_out[level]
             results.update(self._greedy_cer(examples, level))
             if level in RANDOM_TEXT_LEVELS:
@@ -398,7 +400,7 @@ class Trainer:
         progress = tqdm(total=budget.max_steps, initial=self.state.step, unit="step", mininterval=30, dynamic_ncols=True)
         stream = BatchStream(
             self.encoder, self.output_dir / "processor", config.prompt, config.data_workers, config.micro_batch_tokens,
-            config.regions,
+            config.regions, config.budget(),
         )
         batches = stream.batches(self._plan())
         try:

@@ -1,0 +1,133 @@
+"""The training corpus of real born-digital Turkish PDFs (`ocr_app/train_ocr/corpus/`), kept apart from every benchmark.
+
+The folder holds PDFs cut to a few pages each and a manifest, `sources.toml`, with one `[[document]]` per PDF:
+where it was taken from (repository, path, commit, SHA-256 of the source file), the source pages kept, the
+fonts its text uses, the licence that allows it here, and whether it is held out (read in the periodic
+evaluation, never trained on).  Its pages become band samples through `textlayer` (the `real` level).
+
+Nothing may come from the real-document benchmark's source repositories or files (`samples/real-tr`), nor from
+the repositories kept for an independent evaluation (`EVALUATION_REPOS`); `tests/test_train_corpus.py` checks it.
+
+    python -m ocr_app.train_ocr.corpus --snapshots /work/.mirror    # rebuild the PDFs from git snapshots
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pymupdf
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ocr_app.errors import ConfigError
+
+CORPUS_ROOT = Path(__file__).resolve().parent / "corpus"
+MANIFEST = "sources.toml"
+# Public repositories whose documents are kept for an independent evaluation of this model (issue 21): used
+# neither for training nor for the benchmark.
+EVALUATION_REPOS = frozenset(repo.lower() for repo in (
+    "uyumazelektrik/muhasebe", "CDinler/muhasebe-sistem", "binceler/go_web_programming",
+    "YusufAlperGulden/Fatura_Okuma_Program-", "ozgurshahin/Show-Todays-Date", "ozanbabatas59/dilekcematik",
+    "tuncerdabak/emlakimza", "senazisanyildiz-cyber/MersinEtkinZumre", "agyaglikci/tez",
+))
+
+
+class CorpusDocument(BaseModel):
+    """One PDF of the corpus, as its manifest entry records it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: str  # relative to the corpus folder
+    repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    path: str
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    source_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    pages: list[int] = Field(min_length=1)  # of the source, 1-based, in order
+    fonts: str
+    licence: str = Field(min_length=3)
+    held_out: bool = False
+
+
+class _Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    document: list[CorpusDocument] = Field(min_length=1)
+
+
+def read_manifest(root: Path = CORPUS_ROOT) -> list[CorpusDocument]:
+    """The documents `root/sources.toml` lists, whether or not their PDFs are there."""
+    manifest = root / MANIFEST
+    try:
+        documents = _Manifest.model_validate(tomllib.loads(manifest.read_text(encoding="utf-8"))).document
+    except FileNotFoundError:
+        raise ConfigError(f"{manifest}: no such manifest (the training corpus lists its PDFs there)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{manifest}: not valid TOML ({exc})") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"{manifest}: {'.'.join(str(part) for part in first['loc'])}: {first['msg']}") from None
+    return documents
+
+
+def load_corpus(root: Path = CORPUS_ROOT) -> list[CorpusDocument]:
+    """The documents `root/sources.toml` lists; each must be there."""
+    documents = read_manifest(root)
+    missing = [document.file for document in documents if not (root / document.file).is_file()]
+    if missing:
+        raise ConfigError(f"{root / MANIFEST}: listed but missing: {', '.join(missing)}")
+    return documents
+
+
+def corpus_pages(held_out: bool, root: Path = CORPUS_ROOT) -> list[tuple[Path, int]]:
+    """(pdf, 1-based page) of every page of the training documents, or of the held-out ones."""
+    pages = []
+    for document in load_corpus(root):
+        if document.held_out == held_out:
+            with pymupdf.open(root / document.file) as pdf:
+                pages += [(root / document.file, number) for number in range(1, pdf.page_count + 1)]
+    return pages
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cut_pages(data: bytes, pages: list[int]) -> bytes:
+    """The PDF `data` cut to `pages` (1-based), its fonts subset to the glyphs used: a two-page cut of a
+    regulation embedding whole Times New Roman and Cambria fonts goes from ~450 KB to ~120 KB."""
+    with pymupdf.open(stream=data, filetype="pdf") as source, pymupdf.open() as kept:
+        for number in pages:
+            kept.insert_pdf(source, from_page=number - 1, to_page=number - 1)
+        kept.subset_fonts()
+        return kept.tobytes(garbage=4, deflate=True)
+
+
+def _source_bytes(snapshots: Path, document: CorpusDocument) -> bytes:
+    git_dir = snapshots / document.repo.replace("/", "+") / "repo"
+    return subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{document.commit}:{document.path}"],
+                          capture_output=True, check=True).stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Rebuild the training corpus's PDFs from git snapshots of their sources.")
+    parser.add_argument("--snapshots", type=Path, required=True, help="folder of OWNER+NAME/repo git directories")
+    parser.add_argument("--root", type=Path, default=CORPUS_ROOT)
+    args = parser.parse_args()
+    try:
+        documents = read_manifest(args.root)
+    except ConfigError as exc:
+        sys.exit(str(exc))
+    for document in documents:
+        data = _source_bytes(args.snapshots, document)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != document.source_sha256:
+            sys.exit(f"{document.repo}:{document.path}: SHA-256 {digest}, the manifest says {document.source_sha256}")
+        (args.root / document.file).write_bytes(cut_pages(data, document.pages))
+        print(f"{document.file}: pages {document.pages} of {document.repo}:{document.path}")
+
+
+if __name__ == "__main__":
+    main()

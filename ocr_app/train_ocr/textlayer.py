@@ -1,0 +1,228 @@
+"""Band samples of real born-digital PDFs: a page rendered and cut as `ocr-read` cuts it, each part's answer the
+words the PDF's own text layer places in it.
+
+A page is rendered as `ocr-read` renders it (`pages.render_pdf_pages`: 200 dpi fitted to the model's pixel
+budget), its rules erased, and cut into bands and parts (a table row's cells, a long line's chunks) by the very
+functions `regions.page_regions` uses; no deskew, a born-digital page is level.  Each word of the text layer
+(`page.get_text("words")`, boxes in PDF points) is mapped to the page's pixels by the render's scale and given to
+the band holding its box's middle row and the part holding its middle column.  A part is kept only when its
+text is exact: every ink column of it lies under one of its words (no logo, signature or text drawn as
+curves) and each of its words has ink there (no hidden text).
+A part's answer is its words in reading order, runs of bold words in `**`, a table's cell as `cell_text`
+writes it, as the synthetic band samples are written (`synth.bands`).
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pymupdf
+from PIL import Image
+
+from ocr_app.config import PixelBudget, RegionSplit
+from ocr_app.documents import open_document
+from ocr_app.pages import DEFAULT_DPI, render_pdf_pages
+from ocr_app.regions import band_parts, cell_text, enlargement, erase_rules, ink_per_row, line_heights, rows_of_bands
+from ocr_app.regions.ink import INK_CONTRAST
+from ocr_app.synth import story
+from ocr_app.synth.bands import damaged_part
+
+# Ink columns of a part no word covers: at most this share of its line's height (anti-aliased edges).
+UNEXPLAINED_INK = 0.5
+# A word's box is widened by this share of its height when it explains ink (italic overhangs, kerning).
+WORD_SLACK = 0.15
+# A word shows when at least this share of its columns hold ink in its band.
+WORD_INKED = 0.2
+# Every page of the corpus (72 training pages of ~3 MB each rendered): a page costs ~0.5 s to render and cut.
+PAGES_CACHED = 96
+
+
+@dataclass(frozen=True)
+class LayerWord:
+    """A word of a page's text layer, its box in the rendered page's pixels and whether its font is bold."""
+
+    left: float
+    top: float
+    right: float
+    bottom: float
+    text: str
+    bold: bool
+
+    @property
+    def middle_row(self) -> float:
+        return (self.top + self.bottom) / 2
+
+    @property
+    def middle_column(self) -> float:
+        return (self.left + self.right) / 2
+
+
+@dataclass(frozen=True)
+class Part:
+    """One image the reader reads of a page: rows top..bottom-1 and `columns` of the erased page, and its answer."""
+
+    top: int
+    bottom: int
+    columns: tuple[int, int]
+    text: str
+
+
+@dataclass(frozen=True)
+class CutPage:
+    """A page rendered and cut: the erased page, its kept parts, and its enlargement (`regions.enlargement`)."""
+
+    image: Image.Image
+    parts: tuple[Part, ...]
+    scale: float
+    bands: int  # how many bands the page was cut into, kept or not
+
+
+def _is_bold(font: str, flags: int) -> bool:
+    return bool(flags & pymupdf.TEXT_FONT_BOLD) or any(mark in font for mark in ("Bold", "Black", "Heavy", "Semibold"))
+
+
+def layer_words(page: pymupdf.Page, size: tuple[int, int]) -> list[LayerWord]:
+    """The words of `page`'s text layer on its rendering `size` (width, height) px: NFKC text (ligatures
+    spelled out), bold from the font of the span holding the word's middle."""
+    scale_x, scale_y = size[0] / page.rect.width, size[1] / page.rect.height
+    spans = [
+        (pymupdf.Rect(span["bbox"]), _is_bold(span["font"], span["flags"]))
+        for block in page.get_text("dict")["blocks"]
+        for line in block.get("lines", ())
+        for span in line["spans"]
+        if span["text"].strip()
+    ]
+    words = []
+    for x0, y0, x1, y1, text, *_ in page.get_text("words"):
+        middle = pymupdf.Point((x0 + x1) / 2, (y0 + y1) / 2)
+        bold = any(rect.contains(middle) and is_bold for rect, is_bold in spans)
+        words.append(LayerWord(x0 * scale_x, y0 * scale_y, x1 * scale_x, y1 * scale_y,
+                               unicodedata.normalize("NFKC", text), bold))
+    return words
+
+
+def words_text(words: list[LayerWord]) -> str:
+    """The words in reading order (lines top to bottom, each left to right, joined by spaces), each run of bold
+    words in `**`."""
+    lines: list[list[LayerWord]] = []
+    for word in sorted(words, key=lambda word: word.middle_row):
+        if lines and word.middle_row - lines[-1][0].middle_row < 0.5 * (word.bottom - word.top):
+            lines[-1].append(word)
+        else:
+            lines.append([word])
+    ordered = [word for line in lines for word in sorted(line, key=lambda word: word.left)]
+    runs: list[tuple[bool, list[str]]] = []
+    for word in ordered:
+        if runs and runs[-1][0] == word.bold:
+            runs[-1][1].append(word.text)
+        else:
+            runs.append((word.bold, [word.text]))
+    return " ".join(f"**{' '.join(texts)}**" if bold else " ".join(texts) for bold, texts in runs)
+
+
+def _explained(inked: np.ndarray, words: list[LayerWord], columns: tuple[int, int], height: int) -> bool:
+    """Whether the ink columns of a part (`inked`: [W] bool, the band's) at `columns` are all under its words,
+    and each word has ink under it."""
+    covered = np.zeros_like(inked)
+    for word in words:
+        slack = WORD_SLACK * (word.bottom - word.top)
+        left, right = max(0, int(word.left - slack)), min(inked.size, int(np.ceil(word.right + slack)))
+        span = inked[int(word.left) : max(int(word.left) + 1, int(np.ceil(word.right)))]
+        if span.size == 0 or span.mean() < WORD_INKED:
+            return False
+        covered[left:right] = True
+    left, right = columns
+    unexplained = int((inked[left:right] & ~covered[left:right]).sum())
+    return unexplained <= UNEXPLAINED_INK * height
+
+
+def cut_page(image: Image.Image, words: list[LayerWord], split: RegionSplit) -> CutPage:
+    """`image` (a rendered page) cut as `regions.page_regions` cuts it, without deskew, with the parts whose
+    text its `words` give exactly."""
+    page = erase_rules(image)
+    ink = ink_per_row(page)
+    rows = rows_of_bands(ink, page.width, split)
+    if not rows:
+        return CutPage(page, (), 1.0, 0)
+    heights = line_heights(ink, rows)
+    gray = np.asarray(page.convert("L"), dtype=np.int16)  # [H, W]
+    dark = gray < int(np.median(gray)) - INK_CONTRAST  # [H, W], as `regions.inked_columns` sees ink
+    tops = np.array([top for top, _ in rows])
+    band_of = [int(np.searchsorted(tops, word.middle_row, side="right")) - 1 for word in words]
+    parts = []
+    for index, ((top, bottom), (columns_list, is_table_row)) in enumerate(zip(rows, band_parts(page, rows, heights, split))):
+        # A word whose middle lies between bands belongs to none: the band holding its ink then has ink no word
+        # explains, and is not kept.
+        mine = [word for word, band in zip(words, band_of) if band == index and word.middle_row < bottom + 1]
+        if not mine:
+            continue
+        inked = dark[top:bottom].any(axis=0)  # [W]
+        for columns in columns_list:
+            if columns is None:
+                continue
+            inside = [word for word in mine if columns[0] <= word.middle_column < columns[1]]
+            if inside and _explained(inked, inside, columns, heights[index]):
+                text = words_text(inside)
+                parts.append(Part(top, bottom, columns, cell_text(text) if is_table_row else text))
+    return CutPage(page, tuple(parts), enlargement(heights, split.text_height), len(rows))
+
+
+def render_and_cut(pdf: Path, number: int, budget: PixelBudget, split: RegionSplit) -> CutPage:
+    """Page `number` (1-based) of `pdf` rendered as `ocr-read` renders it and cut (`cut_page`)."""
+    (image,) = render_pdf_pages(open_document(pdf), [number], DEFAULT_DPI, budget)
+    with pymupdf.open(pdf) as document:
+        words = layer_words(document[number - 1], image.size)
+    return cut_page(image, words, split)
+
+
+@lru_cache(maxsize=PAGES_CACHED)
+def _cached_cut(pdf: Path, number: int, budget: PixelBudget, split: RegionSplit) -> CutPage:
+    return render_and_cut(pdf, number, budget, split)
+
+
+def _damaged(rng: random.Random, cut: CutPage, split: RegionSplit, degradation: str) -> tuple[Image.Image, str]:
+    """One of the page's parts, drawn by `rng`, as the reader gets it (enlarged, padded, with the `degradation`'s
+    damage), and its text."""
+    part = rng.choice(cut.parts)
+    return damaged_part(cut.image, part.top, part.bottom, part.columns, split, cut.scale, degradation, rng), part.text
+
+
+def part_sample(
+    rng: random.Random, pages: list[tuple[Path, int]], budget: PixelBudget, split: RegionSplit, degradation: str
+) -> tuple[Image.Image, str]:
+    """A part of one of `pages` ((pdf, 1-based page) pairs) drawn by `rng` (`_damaged`); a page without kept parts
+    gives way to another."""
+    while True:
+        pdf, number = rng.choice(pages)
+        cut = _cached_cut(pdf, number, budget, split)
+        if cut.parts:
+            return _damaged(rng, cut, split, degradation)
+
+
+@lru_cache(maxsize=4)
+def _story_cuts(key: int, budget: PixelBudget, split: RegionSplit) -> tuple[CutPage, ...]:
+    """The pages of the `synth.story` document drawn from `key`, rendered and cut."""
+    with tempfile.NamedTemporaryFile(suffix=".pdf") as pdf:
+        pdf.write(story.document(random.Random(key)))
+        pdf.flush()
+        with pymupdf.open(pdf.name) as document:
+            pages = document.page_count
+        return tuple(render_and_cut(Path(pdf.name), number, budget, split) for number in range(1, pages + 1))
+
+
+def layout_sample(
+    rng: random.Random, key: int, budget: PixelBudget, split: RegionSplit, degradation: str
+) -> tuple[Image.Image, str]:
+    """A part of a page of the HTML document drawn from `key` (`synth.story`; samples sharing a key share its
+    rendering), drawn by `rng` (`_damaged`); a document without kept parts gives way to the next key's."""
+    while True:
+        cuts = [cut for cut in _story_cuts(key, budget, split) if cut.parts]
+        if cuts:
+            return _damaged(rng, rng.choice(cuts), split, degradation)
+        key += 1

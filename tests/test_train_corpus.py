@@ -1,0 +1,123 @@
+"""Real-PDF training data: band answers from the text layer, and the corpus kept apart from every benchmark."""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+import pymupdf
+import pytest
+
+from ocr_app.config import PROJECT_ROOT, PixelBudget
+from ocr_app.synth.render import FONTS_DIR
+from ocr_app.train_ocr.config import LAYOUT, REAL, load_train_config
+from ocr_app.train_ocr.corpus import CORPUS_ROOT, EVALUATION_REPOS, corpus_pages, load_corpus
+from ocr_app.train_ocr.data import draw_examples, held_out_examples
+from ocr_app.train_ocr.textlayer import render_and_cut
+
+RECIPE = load_train_config(PROJECT_ROOT / "configs" / "train_ocr.toml")
+BUDGET = PixelBudget(min_pixels=RECIPE.model.min_pixels, max_pixels=RECIPE.model.max_pixels)
+BENCHMARK = PROJECT_ROOT / "samples" / "real-tr"
+
+# (font file, size in points, words of one line); the last line is a table's row, its cells far apart.
+LINES = [
+    ("DejaVuSerif.ttf", 11, "Gereğinin yapılmasını saygılarımla arz ederim."),
+    ("DejaVuSans-Bold.ttf", 14, "Başvuru Koşulları"),
+    ("DejaVuSansMono.ttf", 10, "IBAN: TR33 0006 1005 1978 6457 8413 26"),
+    ("DejaVuSans.ttf", 10, "Öğrenci işleri müdürlüğü, Şubat ayında ilan edilen çizelgeyi güncelledi ve kurullara iletti."),
+]
+ROW = ("DejaVuSans.ttf", 10, ["Sıra", "Ürün adı", "Tutar"])
+
+
+def _pdf(path: Path) -> list[list[str]]:
+    """A one-page PDF with `LINES` and `ROW` in three fonts; the words of each line (the row's per cell)."""
+    with pymupdf.open() as document:
+        page = document.new_page(width=595, height=842)  # A4
+        y = 90
+        for font, size, text in LINES:
+            page.insert_text((72, y), text, fontsize=size, fontname=Path(font).stem, fontfile=str(FONTS_DIR / font))
+            y += 3 * size
+        font, size, cells = ROW
+        for x, cell in zip((72, 250, 430), cells):
+            page.insert_text((x, y), cell, fontsize=size, fontname=Path(font).stem, fontfile=str(FONTS_DIR / font))
+        document.save(path)
+    return [text.split() for _, _, text in LINES] + [cell.split() for cell in cells]
+
+
+def test_band_answers_hold_each_word_of_the_band_exactly_once(tmp_path):
+    expected = _pdf(tmp_path / "made.pdf")
+    cut = render_and_cut(tmp_path / "made.pdf", 1, BUDGET, RECIPE.regions)
+    assert cut.bands == len(LINES) + 1  # every line a band; all of them kept
+    by_band: dict[tuple[int, int], Counter] = {}
+    for part in cut.parts:
+        by_band.setdefault((part.top, part.bottom), Counter()).update(part.text.replace("**", "").split())
+    bands = [by_band[rows] for rows in sorted(by_band)]
+    assert bands[: len(LINES)] == [Counter(words) for words in expected[: len(LINES)]]
+    assert bands[-1] == Counter(word for cell in expected[len(LINES):] for word in cell)
+    # The bold line is written bold; the long line is read in chunks, the row cell by cell, none empty.
+    assert "**Başvuru Koşulları**" in [part.text for part in cut.parts]
+    row_parts = [part.text for part in cut.parts if (part.top, part.bottom) == sorted(by_band)[-1]]
+    assert row_parts == [" ".join(words) for words in expected[len(LINES):]]
+    assert len([part for part in cut.parts if "Öğrenci" in part.text or "kurullara" in part.text]) >= 2
+
+
+def test_hidden_text_and_text_without_ink_are_not_kept(tmp_path):
+    """A word drawn invisible (render mode 3, as an OCR layer under a scan) explains no ink: its band is dropped."""
+    with pymupdf.open() as document:
+        page = document.new_page(width=595, height=842)
+        regular = str(FONTS_DIR / "DejaVuSans.ttf")
+        page.insert_text((72, 90), "Görünen satır burada", fontsize=11, fontname="sans", fontfile=regular)
+        page.insert_text((72, 140), "Görünmeyen katman", fontsize=11, fontname="sans", fontfile=regular, render_mode=3)
+        page.draw_rect(pymupdf.Rect(72, 180, 200, 200), color=(0, 0, 0), fill=(0, 0, 0))  # ink with no text
+        document.save(tmp_path / "hidden.pdf")
+    cut = render_and_cut(tmp_path / "hidden.pdf", 1, BUDGET, RECIPE.regions)
+    assert [part.text for part in cut.parts] == ["Görünen satır burada"]
+
+
+def _benchmark_sources() -> tuple[set[str], set[str]]:
+    """The benchmark's source repositories and file hashes, from `ocr_app.realbench` where it has landed, else from
+    its manifest; none without a benchmark folder."""
+    try:
+        from ocr_app.realbench import benchmark_sources
+    except ImportError:
+        manifest = BENCHMARK / "sources.toml"
+        if not manifest.is_file():
+            return set(), set()
+        documents = tomllib.loads(manifest.read_text(encoding="utf-8"))["document"]
+        hashes = {document["source_sha256"] for document in documents}
+        hashes |= {hashlib.sha256(pdf.read_bytes()).hexdigest() for pdf in BENCHMARK.rglob("*.pdf")}
+        return {document["repo"].lower() for document in documents}, hashes
+    sources = benchmark_sources(BENCHMARK)
+    return set(sources.repos), set(sources.sha256)
+
+
+def test_training_corpus_comes_from_no_benchmark_or_evaluation_source():
+    documents = load_corpus()
+    repos, hashes = _benchmark_sources()
+    for document in documents:
+        assert document.repo.lower() not in EVALUATION_REPOS | repos, document.file
+        pdf_hash = hashlib.sha256((CORPUS_ROOT / document.file).read_bytes()).hexdigest()
+        assert document.source_sha256 not in hashes and pdf_hash not in hashes, document.file
+    # The held-out documents are the evaluation's only: no page of theirs is trained on.
+    assert {pdf for pdf, _ in corpus_pages(True)}.isdisjoint(pdf for pdf, _ in corpus_pages(False))
+    assert any(document.held_out for document in documents)
+
+
+@pytest.mark.parametrize("level", [REAL, LAYOUT])
+def test_real_and_layout_levels_draw_parts_the_same_on_every_draw(level):
+    stage = RECIPE.stages[-1].model_copy(update={"levels": {level: 1.0}, "batch_size": 3})
+    examples = draw_examples(0, 3, stage, RECIPE.regions, BUDGET)
+    assert [example.level for example in examples] == [level] * 3
+    assert all(example.text and example.image.height % 32 == 0 for example in examples)
+    assert [example.text for example in draw_examples(0, 3, stage, RECIPE.regions, BUDGET)] == [e.text for e in examples]
+    held_out = held_out_examples(level, 2, regions=RECIPE.regions, budget=BUDGET)
+    assert all(example.text for example in held_out)
+
+
+def test_recipe_mixes_real_pages_with_band_data_and_evaluates_them():
+    stage = RECIPE.stages[-1]
+    assert stage.levels.get(REAL, 0) > 0 and stage.levels.get(LAYOUT, 0) > 0 and stage.levels.get("band", 0) > 0
+    with pytest.raises(Exception, match="unknown level"):
+        RECIPE.stages[-1].model_validate({**stage.model_dump(), "levels": {"reel": 1.0}})
