@@ -15,17 +15,16 @@ file hashes the benchmark comes from, so that training-data code can prove it ne
 
 from __future__ import annotations
 
-import hashlib
 import random
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pymupdf
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from ocr_app import manifests
 from ocr_app.config import PROJECT_ROOT, PixelBudget
 from ocr_app.documents import open_document
 from ocr_app.errors import InputError
@@ -35,7 +34,6 @@ from ocr_app.synth.degrade import degrade
 from ocr_app.tob import BenchmarkPage, select_pages
 
 DEFAULT_ROOT = PROJECT_ROOT / "samples" / "real-tr"
-MANIFEST = "sources.toml"
 BORN_DIGITAL, SCANNED = "born-digital", "scanned"
 RENDERINGS = (BORN_DIGITAL, SCANNED)
 SCAN_SEED = "real-tr-scan-v1"  # change it and every scan changes: figures are only comparable under one seed
@@ -63,38 +61,14 @@ class RealDocument(BaseModel):
         return Path(self.file).parent.as_posix()
 
 
-class _Manifest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    document: list[RealDocument] = Field(min_length=1)
-
-
 def read_manifest(root: Path = DEFAULT_ROOT) -> list[RealDocument]:
     """The documents `root/sources.toml` lists, whether or not their PDFs are there yet."""
-    manifest = root / MANIFEST
-    if not manifest.is_file():
-        raise InputError(f"{root}: no {MANIFEST} (a real-document benchmark lists its PDFs and their sources there)")
-    try:
-        documents = _Manifest.model_validate(tomllib.loads(manifest.read_text(encoding="utf-8"))).document
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{manifest}: not valid TOML ({exc})") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise InputError(f"{manifest}: {where}: {first['msg']}") from None
-    return documents
+    return manifests.read_manifest(root, RealDocument, "a real-document benchmark")
 
 
 def load_manifest(root: Path = DEFAULT_ROOT) -> list[RealDocument]:
     """The documents `root/sources.toml` lists; each listed PDF must exist."""
-    documents = read_manifest(root)
-    missing = [document.file for document in documents if not (root / document.file).is_file()]
-    if missing:
-        raise InputError(f"{root / MANIFEST}: listed but missing: {', '.join(missing)}")
-    return documents
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return manifests.load_manifest(root, RealDocument, "a real-document benchmark")
 
 
 @dataclass(frozen=True)
@@ -108,7 +82,7 @@ class BenchmarkSources:
         return repo.lower() in self.repos
 
     def holds_file(self, path: Path) -> bool:
-        return sha256_file(path) in self.sha256
+        return manifests.sha256_file(path) in self.sha256
 
 
 def benchmark_sources(root: Path = DEFAULT_ROOT) -> BenchmarkSources:
@@ -116,7 +90,7 @@ def benchmark_sources(root: Path = DEFAULT_ROOT) -> BenchmarkSources:
     return BenchmarkSources(
         repos=frozenset(document.repo.lower() for document in documents),
         sha256=frozenset(document.source_sha256 for document in documents)
-        | frozenset(sha256_file(root / document.file) for document in documents),
+        | frozenset(manifests.sha256_file(root / document.file) for document in documents),
     )
 
 

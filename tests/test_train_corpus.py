@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -11,9 +9,15 @@ import pymupdf
 import pytest
 
 from ocr_app.config import PROJECT_ROOT, PixelBudget
+from ocr_app.realbench import benchmark_sources
 from ocr_app.synth.render import FONTS_DIR
 from ocr_app.train_ocr.config import LAYOUT, REAL, load_train_config
-from ocr_app.train_ocr.corpus import CORPUS_ROOT, EVALUATION_REPOS, corpus_pages, load_corpus
+from ocr_app.train_ocr.corpus import (
+    CORPUS_ROOT,
+    EVALUATION_REPOS,
+    corpus_pages,
+    load_corpus,
+)
 from ocr_app.train_ocr.data import draw_examples, held_out_examples
 from ocr_app.train_ocr.textlayer import render_and_cut
 
@@ -76,30 +80,13 @@ def test_hidden_text_and_text_without_ink_are_not_kept(tmp_path):
     assert [part.text for part in cut.parts] == ["Görünen satır burada"]
 
 
-def _benchmark_sources() -> tuple[set[str], set[str]]:
-    """The benchmark's source repositories and file hashes, from `ocr_app.realbench` where it has landed, else from
-    its manifest; none without a benchmark folder."""
-    try:
-        from ocr_app.realbench import benchmark_sources
-    except ImportError:
-        manifest = BENCHMARK / "sources.toml"
-        if not manifest.is_file():
-            return set(), set()
-        documents = tomllib.loads(manifest.read_text(encoding="utf-8"))["document"]
-        hashes = {document["source_sha256"] for document in documents}
-        hashes |= {hashlib.sha256(pdf.read_bytes()).hexdigest() for pdf in BENCHMARK.rglob("*.pdf")}
-        return {document["repo"].lower() for document in documents}, hashes
-    sources = benchmark_sources(BENCHMARK)
-    return set(sources.repos), set(sources.sha256)
-
-
 def test_training_corpus_comes_from_no_benchmark_or_evaluation_source():
     documents = load_corpus()
-    repos, hashes = _benchmark_sources()
+    benchmark = benchmark_sources(BENCHMARK)
     for document in documents:
-        assert document.repo.lower() not in EVALUATION_REPOS | repos, document.file
-        pdf_hash = hashlib.sha256((CORPUS_ROOT / document.file).read_bytes()).hexdigest()
-        assert document.source_sha256 not in hashes and pdf_hash not in hashes, document.file
+        assert document.repo.lower() not in EVALUATION_REPOS and not benchmark.holds_repo(document.repo), document.file
+        assert document.source_sha256 not in benchmark.sha256, document.file
+        assert not benchmark.holds_file(CORPUS_ROOT / document.file), document.file
     # The held-out documents are the evaluation's only: no page of theirs is trained on.
     assert {pdf for pdf, _ in corpus_pages(True)}.isdisjoint(pdf for pdf, _ in corpus_pages(False))
     assert any(document.held_out for document in documents)

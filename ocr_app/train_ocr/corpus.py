@@ -17,16 +17,15 @@ import argparse
 import hashlib
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pymupdf
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from ocr_app.errors import ConfigError
+from ocr_app import manifests
+from ocr_app.errors import OcrError
 
 CORPUS_ROOT = Path(__file__).resolve().parent / "corpus"
-MANIFEST = "sources.toml"
 # Public repositories whose documents are kept for an independent evaluation of this model (issue 21): used
 # neither for training nor for the benchmark.
 EVALUATION_REPOS = frozenset(repo.lower() for repo in (
@@ -52,33 +51,14 @@ class CorpusDocument(BaseModel):
     held_out: bool = False
 
 
-class _Manifest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    document: list[CorpusDocument] = Field(min_length=1)
-
-
 def read_manifest(root: Path = CORPUS_ROOT) -> list[CorpusDocument]:
     """The documents `root/sources.toml` lists, whether or not their PDFs are there."""
-    manifest = root / MANIFEST
-    try:
-        documents = _Manifest.model_validate(tomllib.loads(manifest.read_text(encoding="utf-8"))).document
-    except FileNotFoundError:
-        raise ConfigError(f"{manifest}: no such manifest (the training corpus lists its PDFs there)") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{manifest}: not valid TOML ({exc})") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"{manifest}: {'.'.join(str(part) for part in first['loc'])}: {first['msg']}") from None
-    return documents
+    return manifests.read_manifest(root, CorpusDocument, "the training corpus")
 
 
 def load_corpus(root: Path = CORPUS_ROOT) -> list[CorpusDocument]:
     """The documents `root/sources.toml` lists; each must be there."""
-    documents = read_manifest(root)
-    missing = [document.file for document in documents if not (root / document.file).is_file()]
-    if missing:
-        raise ConfigError(f"{root / MANIFEST}: listed but missing: {', '.join(missing)}")
-    return documents
+    return manifests.load_manifest(root, CorpusDocument, "the training corpus")
 
 
 def corpus_pages(held_out: bool, root: Path = CORPUS_ROOT) -> list[tuple[Path, int]]:
@@ -89,10 +69,6 @@ def corpus_pages(held_out: bool, root: Path = CORPUS_ROOT) -> list[tuple[Path, i
             with pymupdf.open(root / document.file) as pdf:
                 pages += [(root / document.file, number) for number in range(1, pdf.page_count + 1)]
     return pages
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def cut_pages(data: bytes, pages: list[int]) -> bytes:
@@ -118,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     try:
         documents = read_manifest(args.root)
-    except ConfigError as exc:
+    except OcrError as exc:
         sys.exit(str(exc))
     for document in documents:
         data = _source_bytes(args.snapshots, document)
