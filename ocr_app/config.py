@@ -187,11 +187,14 @@ class RayPreset(_Strict):
     batch_size: int = 16
     raster_tasks: int = 2
     raster_cpus: float = 1.0
+    # How long the replicas may take to start (an autoscaler adding nodes, models loading) before the run
+    # gives up: the cluster cannot hold that many.
+    start_timeout_s: int = 600
 
     @model_validator(mode="after")
     def _positive(self) -> RayPreset:
-        if self.replicas < 1 or self.batch_size < 1 or self.raster_tasks < 1:
-            raise ValueError("need replicas, batch_size and raster_tasks >= 1")
+        if self.replicas < 1 or self.batch_size < 1 or self.raster_tasks < 1 or self.start_timeout_s < 1:
+            raise ValueError("need replicas, batch_size, raster_tasks and start_timeout_s >= 1")
         if self.cpus_per_replica < 0 or self.gpus_per_replica < 0 or self.raster_cpus < 0:
             raise ValueError("CPUs and GPUs cannot be negative")
         return self

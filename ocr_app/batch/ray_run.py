@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -73,7 +74,7 @@ def worker_environment() -> dict[str, str]:
 
 
 @contextmanager
-def connected(address: str) -> Iterator[None]:
+def connected(address: str, preset: RayPreset) -> Iterator[None]:
     try:
         import ray
         from ray.data import DataContext
@@ -83,7 +84,12 @@ def connected(address: str) -> Iterator[None]:
     # Ray Data's actors take their context from the object store, and Ray's core logs an error line on
     # stderr about it for every replica; its other logs stay in the session's log files.
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
-    options = {"include_dashboard": False} if address == LOCAL else {}
+    options = {}
+    if address == LOCAL:
+        # Room for every replica and a render task whatever the core count: a replica asked to take all the
+        # cores would otherwise leave none to render pages, and the run would wait for ever.
+        needed = preset.replicas * preset.cpus_per_replica + preset.raster_cpus
+        options = {"include_dashboard": False, "num_cpus": max(os.cpu_count() or 1, math.ceil(needed))}
     try:
         ray.init(
             address=None if address == LOCAL else address,
@@ -94,10 +100,13 @@ def connected(address: str) -> Iterator[None]:
         )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise OcrError(f"cannot reach the Ray cluster at {address}: {_first_line(exc)}") from None
-    logging.getLogger("ray.data").setLevel(logging.ERROR)
+    logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # its errors reach us as exceptions
     context = DataContext.get_current()
     context.enable_progress_bars = False
     context.print_on_execution_start = False
+    # Every replica is started before the first page is handed out (so no replica reads everything while the
+    # others load the model), and a cluster that cannot hold them all says so rather than waiting for ever.
+    context.wait_for_min_actors_s = preset.start_timeout_s
     try:
         yield
     finally:
@@ -161,7 +170,9 @@ class _RayReading:
                 batch_format="pyarrow",
                 num_cpus=preset.cpus_per_replica,
                 num_gpus=preset.gpus_per_replica,
-                compute=ray.data.ActorPoolStrategy(size=preset.replicas),
+                # One batch per replica at a time: a replica that dies takes no queue of pages with it, and a
+                # replica that starts late still gets its share; the next batch is fetched in milliseconds.
+                compute=ray.data.ActorPoolStrategy(size=preset.replicas, max_tasks_in_flight_per_actor=1),
                 scheduling_strategy="SPREAD",  # a replica on each node before two on one, where Ray would pack them
             )
 
@@ -206,11 +217,30 @@ class _RayReading:
         except OcrError:
             raise
         except Exception as exc:  # noqa: BLE001 - Ray's errors (a node lost past its retries): read the rest again
+            if (hopeless := self.hopeless(exc)) is not None:
+                raise hopeless from None
             error = _first_line(exc)
         for source, unread in waiting.items():  # cut off by a failure or a stop
             again = [n for n in failed.get(source, []) if run.tries[(source, n)] < run.options.max_attempts]
             following[source] = None if unread is None else sorted(unread | set(again))
         return following, pages, error
+
+    def hopeless(self, exc: Exception) -> OcrError | None:
+        """An error that reading again would only repeat: a replica whose engine cannot start (the model
+        folder missing on a node), replicas the cluster cannot hold."""
+        import ray
+
+        if isinstance(exc, ray.exceptions.RayActorError) and exc.actor_init_failed:
+            # The message ends with the traceback of the replica's constructor: its last line is the error.
+            cause = str(exc).strip().splitlines()[-1].removeprefix("ocr_app.errors.")
+            return OcrError(f"a Ray replica could not start its engine: {cause}")
+        if isinstance(exc, ray.exceptions.GetTimeoutError):
+            preset = self.preset
+            return OcrError(
+                f"the Ray cluster did not start {preset.replicas} replicas of {preset.cpus_per_replica:g} CPUs and "
+                f"{preset.gpus_per_replica:g} GPUs in {preset.start_timeout_s} s: it has not the room for them"
+            )
+        return None
 
     def opened(self, source: Path, page_count: int) -> set[int]:
         """A document's first page is back: what it was opened to, and the pages of it this round reads."""
@@ -236,7 +266,7 @@ def read_on_ray(run: BatchRun, engine_name: str, cluster: RayCluster, to_read: l
     """Read the documents `run.triage` left to read on the cluster; pages recorded, documents written."""
     if not to_read:
         return
-    with connected(cluster.address):
+    with connected(cluster.address, cluster.preset):
         _RayReading(run, engine_name, cluster.preset, stop).read(to_read)
 
 
