@@ -141,7 +141,7 @@ class Node:
         if self.process.poll() is None:
             self.process.terminate()  # `ray start --block` stops its processes on SIGTERM
             try:
-                self.process.wait(timeout=20)
+                self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.kill()
 
