@@ -1,9 +1,9 @@
 """Pages/s of a folder read on Ray (1 and 2 replicas) against plain `ocr-read` bulk, on this machine.
 
-    python benchmarks/bench_ray.py [--pages 12] [--max-tokens 16] [--cpus 2]
+    python benchmarks/bench_ray.py [--pages 8] [--max-tokens 8] [--cpus 2]
 
-The folder: the tops (300 px) of the first N tob-mini pages, distinct images read with the shipped
-model (hf engine, bulk mode, greedy).  Ray runs on a head node started here (`ray start --head
+The folder: the tops (160 px: a heading and a line or two) of the first N tob-mini pages, distinct
+images read with the shipped model (hf engine, bulk mode, greedy).  Ray runs on a head node started here (`ray start --head
 --block`, a temp dir of its own, free ports, stopped at the end) with `--cpus` logical CPUs for the
 replicas plus one for the render task: one replica of all of them (the same torch threads as plain
 `ocr-read`: the Ray path's overhead), then that many replicas of one CPU each.  Each run is timed end
@@ -37,7 +37,7 @@ def make_folder(root: Path, pages: int) -> Path:
     images = sorted(TOB_MINI.glob("*/*.jpg"))[:pages]
     root.mkdir(parents=True)
     for image in images:
-        Image.open(image).convert("RGB").crop((0, 0, 880, 300)).save(root / f"{image.stem}.png")
+        Image.open(image).convert("RGB").crop((0, 0, 880, 160)).save(root / f"{image.stem}.png")
     return root
 
 
@@ -80,8 +80,8 @@ def read(folder: Path, output: Path, options: list[str], env: dict) -> tuple[flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pages", type=int, default=12)
-    parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--pages", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args()
 
