@@ -38,7 +38,7 @@ train-setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cpu,test]'
+	$(PY) -m pip install -q -e '.[cpu,cluster,test]'
 	$(PY) -m pip uninstall -q -y torchaudio torchcodec
 	$(PY) -m ocr_app.torchvision_cpu install
 	touch $@

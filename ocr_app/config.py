@@ -2,8 +2,9 @@
 
 `configs/models/NAME.toml` describes a model (where it is, what to ask it, how
 many pixels a page may have); `configs/modes.toml` describes the two ways of
-reading (`low-latency`, `bulk`).  Relative model paths are relative to the
-project root, the folder that holds `configs/`.
+reading (`low-latency`, `bulk`) and, in its `[ray]` table, how a folder run is
+spread over a Ray cluster.  Relative model paths are relative to the project
+root, the folder that holds `configs/`.
 """
 
 from __future__ import annotations
@@ -184,12 +185,46 @@ def load_model_preset(spec: str | Path) -> ModelPreset:
     return _validate(ModelPreset, data, path)
 
 
+class RayPreset(_Strict):
+    """How a folder run is spread over a Ray cluster (`ocr-read DIR -o OUT --ray`, `ocr_app.batch.ray_run`).
+
+    A replica is one Ray actor holding one engine (the model, with its MTP head); it is handed
+    `batch_size` pages at a time and reads them with the mode's concurrency.  Pages are opened and
+    rendered by up to `raster_tasks` Ray tasks at once, each taking `raster_cpus`.
+    """
+
+    replicas: int = 1
+    cpus_per_replica: float = 1.0
+    gpus_per_replica: float = 0.0
+    batch_size: int = 16
+    raster_tasks: int = 2
+    raster_cpus: float = 1.0
+    # How long the replicas may take to start (an autoscaler adding nodes, models loading) before the run
+    # gives up: the cluster cannot hold that many.
+    start_timeout_s: int = 600
+
+    @model_validator(mode="after")
+    def _positive(self) -> RayPreset:
+        if self.replicas < 1 or self.batch_size < 1 or self.raster_tasks < 1 or self.start_timeout_s < 1:
+            raise ValueError("need replicas, batch_size, raster_tasks and start_timeout_s >= 1")
+        if self.cpus_per_replica < 0 or self.gpus_per_replica < 0 or self.raster_cpus < 0:
+            raise ValueError("CPUs and GPUs cannot be negative")
+        return self
+
+
 def load_mode_preset(name: str) -> ModePreset:
     path = configs_dir() / "modes.toml"
     table = _load_toml(path)
-    if name not in table:
-        raise ConfigError(f"unknown mode '{name}' (modes: {', '.join(table)})")
+    if name not in MODE_NAMES or name not in table:
+        raise ConfigError(f"unknown mode '{name}' (modes: {', '.join(m for m in MODE_NAMES if m in table)})")
     return _validate(ModePreset, {"name": name, **table[name]}, path)
+
+
+def load_ray_preset(**overrides) -> RayPreset:
+    """The `[ray]` table of `configs/modes.toml`, with the options given (those not None) on top."""
+    path = configs_dir() / "modes.toml"
+    data = {**_load_toml(path).get("ray", {}), **{key: value for key, value in overrides.items() if value is not None}}
+    return _validate(RayPreset, data, path)
 
 
 def _defaults() -> dict:

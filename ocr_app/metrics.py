@@ -85,6 +85,20 @@ class PageMetrics:
         data["spec"] = self.spec.to_dict() if self.spec is not None else None
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict) -> PageMetrics:
+        """The inverse of `to_dict`: its derived figures are dropped, the counters kept."""
+        data = {key: value for key, value in data.items() if key != "tokens_per_s"}
+        spec = data.pop("spec")
+        if spec is not None:
+            spec = SpecDecodingStats(
+                num_drafts=spec["num_drafts"],
+                num_draft_tokens=spec["num_draft_tokens"],
+                num_accepted_tokens=spec["num_accepted_tokens"],
+                accepted_per_position=spec["accepted_per_position"],
+            )
+        return cls(**data, spec=spec)
+
 
 @dataclass
 class RunMetrics:

@@ -11,6 +11,7 @@ the pages it was reading get that error and the rest go on in a fresh batch.
 `read_pages` reads given pages of already opened documents (the batch runner
 uses it to read only the pages a crashed run had not finished); setting its
 `stop` event hands the engine no new pages, so the ones in flight finish.
+`read_images` reads pages rendered elsewhere (a Ray replica's batch) the same way.
 """
 
 from __future__ import annotations
@@ -184,6 +185,28 @@ def read_pages(
             if finished is not None:
                 yield finished
     yield from drain_page_failures()
+
+
+def read_images(
+    engine: Engine, pages: list[tuple[PageKey, Image.Image]], job: ReadJob
+) -> Iterator[tuple[Path, PageResult]]:
+    """Read pages already rendered and held (a batch handed to a Ray replica) as `read_pages` reads in
+    bulk: up to the mode's concurrency at once, a page stuck in a repetition loop once more with the
+    retry settings, an engine failure failing the pages it was reading."""
+    failures: list[tuple[Path, int, str]] = []
+    looping: dict[PageKey, PageText] = {}
+    for (source, number), page_text in _read_in_bulk(engine, iter(pages), job.settings, job.mode.concurrency, failures):
+        if is_degenerate(page_text):
+            looping[(source, number)] = page_text
+        else:
+            yield source, _page_result(number, page_text)
+    images = dict(pages)
+    again = ((key, images[key]) for key in list(looping))
+    retry = retry_settings(job.settings, job.model.retry)
+    for (source, number), page_text in _read_in_bulk(engine, again, retry, job.mode.concurrency, failures):
+        yield source, _page_result(number, as_retry(looping.pop((source, number)), page_text))
+    for source, number, error in failures:
+        yield source, PageResult(number=number, text="", error=error)
 
 
 def _read_in_bulk(

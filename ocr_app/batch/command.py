@@ -1,6 +1,7 @@
 """The shell side of a folder run: what `ocr-read DIR -o OUT` and `ocr-read --retry-failed OUT` do
-once the options are parsed -- settings recorded for a later `--retry-failed`, the engine started,
-signals caught, progress shown, the summary printed, the exit code chosen."""
+once the options are parsed -- settings recorded for a later `--retry-failed`, the engine started
+(or, with `--ray`, replicas on a Ray cluster), signals caught, progress shown, the summary printed,
+the exit code chosen."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from pathlib import Path
 from rich.console import Console
 
 from ocr_app.batch.report import batch_events, print_summary
-from ocr_app.batch.runner import BatchOptions, run_batch
+from ocr_app.batch.ray_run import RayCluster, read_on_ray
+from ocr_app.batch.runner import BatchOptions, BatchRun, run_batch
 from ocr_app.batch.shutdown import stop_on_signals
 from ocr_app.batch.state import FAILED, PARTIAL, STATE_FILE, StateStore
+from ocr_app.config import load_ray_preset
 from ocr_app.engine_factory import make_engine
-from ocr_app.errors import OcrError
+from ocr_app.engines.protocol import ENGINE_NAMES
+from ocr_app.errors import ConfigError, OcrError
 from ocr_app.pipeline import ReadJob
 
 
@@ -34,6 +38,25 @@ class BatchSettings:
     page_separator: str
     allow_partial: bool
     servers: tuple[str, ...] = ()  # remote `vllm serve` URLs; empty = an engine in this process
+    ray: str | None = None  # a Ray address: replicas on a Ray cluster read the pages (`ocr_app.batch.ray_run`)
+    # Overrides of configs/modes.toml's [ray] table (None: the table's)
+    replicas: int | None = None
+    cpus_per_replica: float | None = None
+    gpus_per_replica: float | None = None
+    batch_size: int | None = None
+
+    def ray_cluster(self) -> RayCluster | None:
+        if self.ray is None:
+            return None
+        if self.servers:
+            raise ConfigError("--ray starts its own engine replicas; it does not take --server")
+        if self.engine not in ENGINE_NAMES:
+            raise ConfigError(f"unknown engine '{self.engine}' (engines: {', '.join(ENGINE_NAMES)})")
+        preset = load_ray_preset(
+            replicas=self.replicas, cpus_per_replica=self.cpus_per_replica,
+            gpus_per_replica=self.gpus_per_replica, batch_size=self.batch_size,
+        )
+        return RayCluster(self.ray, preset)
 
 
 def recorded_settings(output_dir: Path) -> BatchSettings:
@@ -82,12 +105,20 @@ def read_folder(
                 "model": job.model.name, "engine": settings.engine, "mode": job.mode.name, "drafts": job.settings.drafts
             },
         )
-        engine = make_engine(settings.engine, job.model, job.settings.drafts, tuple(settings.servers))
+        cluster = settings.ray_cluster()
+        engine = make_engine(settings.engine, job.model, job.settings.drafts, tuple(settings.servers)) if cluster is None else None
         try:
             with stop_on_signals(lambda line: console.print(line)) as stop, batch_events(console, log_json) as events:
-                summary = run_batch(targets, engine, job, store, options, events, stop.event)
+                if cluster is None:
+                    summary = run_batch(targets, engine, job, store, options, events, stop.event)
+                else:
+                    run = BatchRun(settings.engine, job, store, options, events)
+                    summary = run.settle(
+                        targets, stop.event, lambda to_read: read_on_ray(run, settings.engine, cluster, to_read, stop.event)
+                    )
         finally:
-            engine.close()
+            if engine is not None:
+                engine.close()
     print_summary(console, summary, interrupted=stop.signum is not None)
     if stop.signum is not None:
         return stop.exit_code

@@ -118,6 +118,11 @@ def print_summary(console: Console, summary: BatchSummary, interrupted: bool = F
     table.add_row("tok/s", f"{metrics.tokens_per_s:.1f}")
     spec = metrics.spec
     table.add_row("mean acceptance length", f"{spec.mean_acceptance_length:.2f}" if spec else "- (no drafts)")
+    if spec:
+        table.add_row("acceptance per position", " ".join(f"{rate:.2f}" for rate in spec.acceptance_rate_per_position))
+    if summary.pages_per_replica:
+        shares = ", ".join(f"{pages}" for _, pages in sorted(summary.pages_per_replica.items()))
+        table.add_row("replicas (pages each)", f"{len(summary.pages_per_replica)} ({shares})")
     console.print(table)
     if summary.failed:
         failures = Table(title="failures", show_lines=False)

@@ -85,6 +85,7 @@ class BatchSummary:
     failed: list[tuple[Path, str]] = field(default_factory=list)  # failed or partial, with the reason
     pending: list[Path] = field(default_factory=list)  # left for the next run by a stop
     metrics: RunMetrics = field(default_factory=RunMetrics)
+    pages_per_replica: Counter[str] = field(default_factory=Counter)  # on a Ray cluster: pages each replica read
 
     @property
     def ok(self) -> bool:
@@ -115,11 +116,27 @@ def placeholder(page: PageResult) -> str:
     return f"[page {page.number} could not be read: {page.error}]"
 
 
-class _Run:
-    def __init__(self, engine: Engine, job: ReadJob, store: StateStore, options: BatchOptions, events: BatchEvents):
-        self.engine, self.job, self.store, self.options, self.events = engine, job, store, options, events
-        self.key = job_key(job, engine.name)
+class BatchRun:
+    """One run over an output folder: what is decided per document, whoever reads the pages
+    (an engine in this process, `read_here`, or replicas on a Ray cluster, `ocr_app.batch.ray_run`)."""
+
+    def __init__(self, engine_name: str, job: ReadJob, store: StateStore, options: BatchOptions, events: BatchEvents):
+        self.job, self.store, self.options, self.events = job, store, options, events
+        self.key = job_key(job, engine_name)
         self.summary = BatchSummary()
+        self.tries: Counter[tuple[Path, int]] = Counter()  # reads of each page in this run
+
+    def settle(
+        self, targets: dict[Path, Path], stop: threading.Event, read: Callable[[list[Path]], None]
+    ) -> BatchSummary:
+        """Bring every document to done, failed or (after a stop) pending; `read` reads those that need it."""
+        self.events.on_documents(len(targets))
+        remove_cut_off_writes(self.options.output_dir)
+        to_read, duplicates = self.triage(targets, stop)
+        read(to_read)
+        for source, original in duplicates.items():
+            self.copy_duplicate(source, original)
+        return self.summary
 
     def output_path(self, relative: Path) -> Path:
         return self.options.output_dir / relative
@@ -240,40 +257,50 @@ class _Run:
             planned[source] = (document, numbers)
         return planned
 
-    def read(self, planned: dict[Path, tuple[Document, list[int]]], stop: threading.Event) -> None:
+    def record_page(self, source: Path, page: PageResult) -> None:
+        attempts = self.store.record_page(source, page)
+        self.tries[(source, page.number)] += 1
+        self.events.on_page(source, page, attempts)
+
+    def unread(self, source: Path, numbers: list[int]) -> list[int]:
+        """The pages not in the store yet; with none left (a crash came before the output was written),
+        the document is finished now."""
+        done = {n for n, page in self.store.pages(source).items() if page.status == DONE}
+        remaining = [n for n in numbers if n not in done]
+        if not remaining:
+            self.finish(source, numbers)
+        return remaining
+
+    def after_reading(self, source: Path, numbers: list[int], failed: list[int]) -> list[int]:
+        """The failed pages to read again, in the next round, under the attempt cap; with none, the
+        document is finished (written, or failed with its first failed page's error)."""
+        again = [n for n in failed if self.tries[(source, n)] < self.options.max_attempts]
+        if not again:
+            self.finish(source, numbers)
+        return again
+
+    def read_here(self, engine: Engine, planned: dict[Path, tuple[Document, list[int]]], stop: threading.Event) -> None:
         """Read what is not in the store yet, in rounds: failed pages go again, up to the cap."""
-        tries: Counter[tuple[Path, int]] = Counter()
-
-        def record(source: Path, page: PageResult) -> None:
-            attempts = self.store.record_page(source, page)
-            tries[(source, page.number)] += 1
-            self.events.on_page(source, page, attempts)
-
-        progress = Progress(on_planned=self.events.on_planned, on_page=record)
+        progress = Progress(on_planned=self.events.on_planned, on_page=self.record_page)
         work: dict[Path, list[int]] = {}
         for source, (document, numbers) in planned.items():
-            done = {n for n, page in self.store.pages(source).items() if page.status == DONE}
-            remaining = [n for n in numbers if n not in done]
-            if remaining:
+            if remaining := self.unread(source, numbers):
                 work[source] = remaining
-            else:  # every page was read before a crash, but the output not yet written
-                self.finish(source, numbers)
         started = time.perf_counter()
         while work and not stop.is_set():
             batch = [(planned[source][0], numbers) for source, numbers in work.items()]
             work = {}
-            for result in read_pages(batch, self.engine, self.job, progress, self.summary.metrics, stop):
-                again = [
-                    page.number for page in result.pages
-                    if not page.ok and tries[(result.source, page.number)] < self.options.max_attempts
-                ]
-                if again:
+            for result in read_pages(batch, engine, self.job, progress, self.summary.metrics, stop):
+                failed = [page.number for page in result.pages if not page.ok]
+                if again := self.after_reading(result.source, planned[result.source][1], failed):
                     work[result.source] = again
-                else:
-                    self.finish(result.source, planned[result.source][1])
         self.summary.metrics.wall_s = time.perf_counter() - started
+        self.leave_pending(planned)
+
+    def leave_pending(self, sources) -> None:
+        """After the reading: the documents neither written nor failed are left for the next run."""
         finished = {source for source, _ in self.summary.failed} | set(self.summary.written)
-        self.summary.pending.extend(source for source in planned if source not in finished)
+        self.summary.pending.extend(source for source in sources if source not in finished)
 
 
 def remove_cut_off_writes(output_dir: Path) -> None:
@@ -293,13 +320,6 @@ def run_batch(
 ) -> BatchSummary:
     """Bring every document in `targets` (input -> output file inside `options.output_dir`) to done,
     failed or (after a stop) pending, and say which is which."""
-    run = _Run(engine, job, store, options, events or BatchEvents())
+    run = BatchRun(engine.name, job, store, options, events or BatchEvents())
     stop = stop or threading.Event()
-    run.events.on_documents(len(targets))
-    remove_cut_off_writes(options.output_dir)
-    to_read, duplicates = run.triage(targets, stop)
-    planned = run.open(to_read, stop)
-    run.read(planned, stop)
-    for source, original in duplicates.items():
-        run.copy_duplicate(source, original)
-    return run.summary
+    return run.settle(targets, stop, lambda to_read: run.read_here(engine, run.open(to_read, stop), stop))

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ocr_app.errors import OcrError
-from ocr_app.metrics import PageMetrics, SpecDecodingStats
+from ocr_app.metrics import PageMetrics
 from ocr_app.outputs import PageResult
 
 STATE_FILE = ".ocr-read-state.sqlite"
@@ -121,19 +121,7 @@ def _metrics_to_json(metrics: PageMetrics | None) -> str | None:
 
 
 def _metrics_from_json(text: str | None) -> PageMetrics | None:
-    if text is None:
-        return None
-    data = json.loads(text)
-    spec = data.pop("spec")
-    data.pop("tokens_per_s")
-    if spec is not None:
-        spec = SpecDecodingStats(
-            num_drafts=spec["num_drafts"],
-            num_draft_tokens=spec["num_draft_tokens"],
-            num_accepted_tokens=spec["num_accepted_tokens"],
-            accepted_per_position=spec["accepted_per_position"],
-        )
-    return PageMetrics(**data, spec=spec)
+    return PageMetrics.from_dict(json.loads(text)) if text is not None else None
 
 
 class StateStore:

@@ -3,6 +3,7 @@
     ocr-read invoice.pdf -o out.md
     ocr-read a.pdf b.png scans/ -o out_dir/
     ocr-read --retry-failed out_dir/
+    ocr-read scans/ -o out_dir/ --ray [ADDRESS]     # on a Ray cluster (docs/ray.md)
 
 Bad input never ends in a traceback: each bad document gets one line on stderr
 and is skipped, the others are written, and the exit code is 1 if anything failed.
@@ -21,6 +22,7 @@ import typer
 from tqdm import tqdm
 
 from ocr_app.batch.command import BatchSettings, read_folder, recorded_settings
+from ocr_app.batch.ray_run import LOCAL, is_ray_address
 from ocr_app.batch.runner import DEFAULT_MAX_ATTEMPTS
 from ocr_app.cli.common import ENGINE_HELP, MAX_TOKENS_HELP, MODEL_HELP, quiet_libraries, report_errors
 from ocr_app.config import default_model_name, drafts_for, load_mode_preset, load_model_preset
@@ -100,6 +102,17 @@ def read(
         Optional[list[str]],
         typer.Option(help="URL of a running `vllm serve` to send pages to (repeatable; with --engine vllm); default: start vLLM here."),
     ] = None,
+    ray: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ray", metavar="[ADDRESS]",
+            help="Batch: read on a Ray cluster (docs/ray.md): alone, a Ray instance started here; auto, ray://HOST:PORT or HOST:PORT, a running one.",
+        ),
+    ] = None,
+    replicas: Annotated[Optional[int], typer.Option(help="Ray: engine replicas; default from configs/modes.toml [ray].")] = None,
+    cpus_per_replica: Annotated[Optional[float], typer.Option(help="Ray: CPUs each replica takes.")] = None,
+    gpus_per_replica: Annotated[Optional[float], typer.Option(help="Ray: GPUs each replica takes.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Ray: pages handed to a replica at a time.")] = None,
 ) -> None:
     """Read documents into Markdown."""
     quiet_libraries()
@@ -117,11 +130,15 @@ def read(
                 model=_absolute_if_folder(model or default_model_name()), engine=engine, mode=mode or "bulk",
                 drafts=drafts, pages=pages, dpi=dpi, max_tokens=max_tokens, temperature=temperature, fmt=fmt,
                 page_separator=page_separator, allow_partial=allow_partial, servers=servers,
+                ray=ray, replicas=replicas, cpus_per_replica=cpus_per_replica, gpus_per_replica=gpus_per_replica,
+                batch_size=batch_size,
             )
             exit_code = _read_batch(inputs, output, retry_failed, glob, password, requested, force, max_attempts, log_json)
             raise typer.Exit(exit_code)
         if not inputs:
             raise OcrError("give documents or folders to read (or --retry-failed OUTPUT_DIR)")
+        if ray is not None:
+            raise OcrError("--ray reads folders: give a folder and -o OUTPUT_DIR")
         job = build_job(model or default_model_name(), mode or "low-latency", drafts, max_tokens, temperature, pages, dpi, password)
         documents = find_documents(inputs, glob)
         targets = plan_outputs(inputs, documents, output, fmt)
@@ -222,8 +239,19 @@ def _write(result: DocumentResult, target: Path | None, fmt: str, separator: str
         write_atomic(target, text)
 
 
+def with_ray_address(argv: list[str]) -> list[str]:
+    """`--ray` may come without its address (a Ray instance started here); click options cannot, so the
+    address `local` is filled in where what follows `--ray` is not an address (a folder, another option)."""
+    if "--ray" not in argv:
+        return argv
+    at = argv.index("--ray") + 1
+    if at < len(argv) and is_ray_address(argv[at]):
+        return argv
+    return [*argv[:at], LOCAL, *argv[at:]]
+
+
 def main() -> None:
-    app()
+    app(args=with_ray_address(sys.argv[1:]), prog_name="ocr-read")
 
 
 if __name__ == "__main__":

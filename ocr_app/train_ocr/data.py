@@ -26,7 +26,7 @@ from transformers import AutoProcessor
 
 from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.prompts import page_messages
-from ocr_app.synth import DEGRADATION_WEIGHTS, LEVELS, check_training_seeds, make_sample, training_seeds
+from ocr_app.synth import DEGRADATION_WEIGHTS, check_training_seeds, make_sample, training_seeds
 from ocr_app.train_ocr.config import LAYOUT, REAL, TRAIN_LEVELS, Stage
 from ocr_app.train_ocr.corpus import corpus_pages
 from ocr_app.train_ocr.textlayer import layout_sample, part_sample
