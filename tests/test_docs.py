@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import typer.main
 
+from ocr_app.cli.read import with_ray_address
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = {
@@ -64,6 +66,8 @@ def page_commands() -> list[tuple[str, list[str]]]:
 @pytest.mark.parametrize(("page", "words"), page_commands(), ids=lambda value: " ".join(value)[:60] if isinstance(value, list) else value)
 def test_every_shown_command_is_one_the_tools_accept(page, words):
     cli, args = words[0], words[1:]
+    if cli == "ocr-read":
+        args = with_ray_address(args)  # as ocr-read's main() does before click parses
     if cli in CLIS:
         command, own_args, parent = command_for(cli, args)
         command.make_context(command.name, own_args, parent=parent)  # raises a UsageError on a bad or missing flag
