@@ -61,16 +61,19 @@ def test_rerun_goes_by_content_not_by_timestamp(folder, hf_engine, job):
 
 
 def test_an_engine_failure_is_retried_and_then_succeeds(folder, hf_engine, job, monkeypatch):
-    generate = hf_engine.model.generate
+    language_model = hf_engine.model.model.language_model
+    forward = language_model.forward
     calls = []
 
-    def fails_once(*args, **kwargs):  # a transient device error on the first page read
+    # A transient device error in the first forward of the language model, which every read runs through,
+    # one page at a time (`generate`) or many to a forward (`read_many`'s batched decoder).
+    def fails_once(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
-        return generate(*args, **kwargs)
+        return forward(*args, **kwargs)
 
-    monkeypatch.setattr(hf_engine.model, "generate", fails_once)
+    monkeypatch.setattr(language_model, "forward", fails_once)
     summary, read, _ = batch(folder, hf_engine, job)
     assert summary.ok
     assert read[0] == ("a.png", 1, False) and read[-1] == ("a.png", 1, True)
@@ -81,7 +84,7 @@ def test_a_page_that_keeps_failing_fails_its_document_or_gets_a_placeholder(fold
     def always_fails(*args, **kwargs):
         raise RuntimeError("out of memory")
 
-    monkeypatch.setattr(hf_engine.model, "generate", always_fails)
+    monkeypatch.setattr(hf_engine.model.model.language_model, "forward", always_fails)
     summary, read, rows = batch(folder, hf_engine, job, max_attempts=2)
     assert sorted(read) == sorted([("a.png", 1, False)] * 2 + [("b.pdf", 1, False)] * 2 + [("b.pdf", 2, False)] * 2)
     assert {row.status for row in rows.values()} == {FAILED}
