@@ -67,12 +67,13 @@ class TextStreamer(BaseStreamer):
 class HFEngine:
     name = "hf"
 
-    def __init__(self, model: ModelPreset, rollback: str = "recorded"):
+    def __init__(self, model: ModelPreset, rollback: str = "recorded", device: str = "cpu"):
         self.preset = model
         self.rollback = rollback
         self._decoder = None
         dtype = torch.float32 if model.hf_dtype == "float32" else torch.bfloat16
         self.processor, self.model = load_model_folder(model.resolved_path(), dtype)
+        self.model.to(device)
         self.prompt = render_page_prompt(self.processor, model)
         tokenizer = self.processor.tokenizer
         self.stop_token_ids = sorted(
@@ -87,7 +88,7 @@ class HFEngine:
             images=[image],
             return_tensors="pt",
             images_kwargs={"size": {"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels}},
-        )
+        ).to(self.model.device)
 
     def _speculative_decoder(self):
         """Loaded on first use: plain decoding never needs the head."""
