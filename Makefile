@@ -7,7 +7,7 @@ TINY := build/tiny-random
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup browser demo test bench clean tesseract eval-sample release-ocr-tiny train-setup
+.PHONY: setup browser demo test bench clean tesseract eval-sample release-ocr-tiny train-setup check-full-size
 
 setup: $(STAMP) tesseract
 
@@ -45,6 +45,18 @@ $(STAMP): pyproject.toml
 
 $(TINY)/config.json: $(STAMP) ocr_app/testing/tiny_model.py
 	$(PY) -m ocr_app.testing.tiny_model $(TINY)
+
+# Checkpoints of Qwen3.5-2B's exact shapes with random bf16 weights (~4.5 GB each; the predictable one's
+# head drafts exactly what it says), and the whole mission run on them on this machine (slow: ~1 h on
+# 2 cores; see docs/full-size.md for its figures).  Not part of `make test`.
+FULL := build/qwen3.5-2b
+$(FULL)-random/config.json: $(STAMP) ocr_app/testing/full_size.py
+	$(PY) -m ocr_app.testing.tiny_model --shape qwen3.5-2b $(FULL)-random
+$(FULL)-predictable/config.json: $(STAMP) ocr_app/testing/full_size.py
+	$(PY) -m ocr_app.testing.tiny_model --shape qwen3.5-2b --predictable --seed 1 $(FULL)-predictable
+
+check-full-size: $(FULL)-random/config.json $(FULL)-predictable/config.json
+	$(PY) benchmarks/check_full_size.py
 
 demo: $(STAMP)
 	$(VENV)/bin/ocr-read samples/fatura.pdf -o out.md

@@ -15,82 +15,18 @@ exact, so it shows the ceiling.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import torch
-from transformers import DynamicCache
 
+from ocr_app.benchmarking import SAMPLE_PDF, hf_drafts_table, hf_forward_cost
 from ocr_app.config import load_model_preset
 from ocr_app.documents import open_document, parse_page_range
-from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engines.hf import HFEngine
-from ocr_app.metrics import SpecDecodingStats
 from ocr_app.pages import iter_pages
-from ocr_app.speculative.cache import ROLLBACKS, attention_layers
-from ocr_app.speculative.decoder import embed_prompt
+from ocr_app.speculative.cache import ROLLBACKS
 from ocr_app.testing.tiny_model import build_tiny_model
-
-SAMPLE_PDF = Path(__file__).resolve().parent.parent / "samples" / "fatura.pdf"
-
-
-def read_pages(engine: HFEngine, images, settings: GenerationSettings) -> tuple[float, int, SpecDecodingStats]:
-    wall, tokens, stats = 0.0, 0, SpecDecodingStats()
-    for image in images:
-        page = engine.read(image, settings)
-        wall += page.metrics.wall_s
-        tokens += page.metrics.output_tokens
-        if page.metrics.spec is not None:
-            stats.merge(page.metrics.spec)
-    return wall, tokens, stats
-
-
-def bench_drafts(engine: HFEngine, images, max_tokens: int, repeats: int) -> None:
-    decoder = engine._speculative_decoder()
-    runs = [(0, "generate")] + [(k, rollback) for k in range(1, 8) for rollback in sorted(ROLLBACKS)]
-    rates: dict[tuple[int, str], list[float]] = {run: [] for run in runs}
-    stats: dict[tuple[int, str], SpecDecodingStats] = {}
-    read_pages(engine, images[:1], GenerationSettings(max_tokens=8, drafts=1))  # warm-up
-    for _ in range(repeats):
-        for drafts, rollback in runs:
-            if drafts:
-                decoder.rollback_name = rollback
-            wall, tokens, run_stats = read_pages(engine, images, GenerationSettings(max_tokens=max_tokens, drafts=drafts))
-            rates[(drafts, rollback)].append(tokens / wall)
-            stats[(drafts, rollback)] = run_stats
-    baseline = statistics.median(rates[(0, "generate")])
-    print(f"{'K':>2} {'rollback':>9} {'tok/s':>8} {'speedup':>8} {'accept len':>10}  acceptance per position")
-    for drafts, rollback in runs:
-        rate = statistics.median(rates[(drafts, rollback)])
-        run_stats = stats[(drafts, rollback)]
-        per_position = " ".join(f"{r:.2f}" for r in run_stats.acceptance_rate_per_position)
-        accept = f"{run_stats.mean_acceptance_length:.2f}" if drafts else "-"
-        print(f"{drafts:>2} {rollback:>9} {rate:8.1f} {rate / baseline:8.2f} {accept:>10}  {per_position}")
-
-
-@torch.inference_mode()
-def bench_forward_cost(engine: HFEngine, image, repeats: int) -> None:
-    """Median ms of one cached forward over T new tokens after the page prompt."""
-    decoder = engine._speculative_decoder()
-    prompt = embed_prompt(engine.model, engine._inputs(image))
-    cache = DynamicCache(config=engine.model.config)
-    decoder._forward(prompt.embeds, prompt.positions, cache)
-    length = prompt.embeds.shape[1]
-    costs = {}
-    for tokens in (1, 2, 4, 8):
-        embeds = decoder._embed(list(range(10, 10 + tokens)))
-        positions = decoder._positions(length, tokens, prompt.rope_delta)
-        samples = []
-        for _ in range(max(repeats, 5)):
-            started = time.perf_counter()
-            decoder._forward(embeds, positions, cache)
-            samples.append(time.perf_counter() - started)
-            for layer in attention_layers(cache):  # keep the length fixed; linear states drift, the cost does not
-                layer.crop(-tokens)
-        costs[tokens] = statistics.median(samples) * 1000
-    print("main-model forward, T tokens: " + ", ".join(f"T={t} {ms:.2f} ms ({ms / costs[1]:.2f}x)" for t, ms in costs.items()))
 
 
 def main() -> None:
@@ -112,8 +48,8 @@ def main() -> None:
             images = [page.image for page in iter_pages(document, parse_page_range(args.pages, document.page_count), preset.pixels)]
             print(f"\n== {model_dir.name}: {len(images)} pages, max {args.max_tokens} tokens, {args.repeats} repeats, "
                   f"{torch.get_num_threads()} threads, dtype {preset.hf_dtype}")
-            bench_drafts(engine, images, args.max_tokens, args.repeats)
-            bench_forward_cost(engine, images[0], args.repeats)
+            hf_drafts_table(engine, images, list(range(8)), args.max_tokens, args.repeats, sorted(ROLLBACKS))
+            hf_forward_cost(engine, images[0], args.repeats)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ class HFEngine:
     name = "hf"
     bans_loops = True  # `ban_loops` is applied alike with and without drafts
 
-    def __init__(self, model: ModelPreset, rollback: str = "recorded"):
+    def __init__(self, model: ModelPreset, rollback: str = "recorded", device: str = "cpu"):
         self.preset = model
         self.rollback = rollback
         self._decoder = None
@@ -100,6 +100,7 @@ class HFEngine:
         if model.hf_threads is not None:
             torch.set_num_threads(model.hf_threads)
         self.processor, self.model = load_model_folder(model.resolved_path(), dtype)
+        self.model.to(device)
         self.prompt = render_page_prompt(self.processor, model)
         tokenizer = self.processor.tokenizer
         self.stop_token_ids = sorted(
@@ -114,7 +115,7 @@ class HFEngine:
             images=[image],
             return_tensors="pt",
             images_kwargs={"size": {"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels}},
-        )
+        ).to(self.model.device)
 
     def _speculative_decoder(self):
         """Loaded on first use: plain decoding never needs the head."""

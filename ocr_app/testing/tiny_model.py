@@ -1,6 +1,7 @@
 """Write a tiny random-weight Qwen3.5 vision-language checkpoint, offline.
 
-    python -m ocr_app.testing.tiny_model OUT_DIR [--seed 0]
+    python -m ocr_app.testing.tiny_model OUT_DIR [--seed 0] [--predictable]
+    python -m ocr_app.testing.tiny_model --shape qwen3.5-2b OUT_DIR   # the real size: see full_size.py
 
 The folder has the real Hugging Face layout (config.json with model_type
 `qwen3_5`, model.safetensors, a byte-level BPE tokenizer trained here with the
@@ -211,20 +212,27 @@ def random_mtp_head(config: Qwen3_5Config) -> dict[str, torch.Tensor]:
     return head
 
 
-def write_processor(out_dir: Path, tokenizer: Tokenizer, sizes: TinySizes) -> None:
+def write_processor(
+    out_dir: Path,
+    tokenizer: Tokenizer,
+    min_pixels: int,
+    max_pixels: int,
+    special_tokens: list[str] = SPECIAL_TOKENS,
+    model_max_length: int = 8192,
+) -> None:
     hf_tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         unk_token=None,
-        model_max_length=8192,
+        model_max_length=model_max_length,
     )
-    hf_tokenizer.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS[1:]})
+    hf_tokenizer.add_special_tokens({"additional_special_tokens": [t for t in special_tokens if t != "<|endoftext|>"]})
     image_processor = Qwen2VLImageProcessorPil(
         patch_size=16,
         merge_size=2,
         temporal_patch_size=2,
-        size={"shortest_edge": sizes.min_pixels, "longest_edge": sizes.max_pixels},
+        size={"shortest_edge": min_pixels, "longest_edge": max_pixels},
         image_mean=[0.5, 0.5, 0.5],
         image_std=[0.5, 0.5, 0.5],
     )
@@ -238,7 +246,12 @@ def write_processor(out_dir: Path, tokenizer: Tokenizer, sizes: TinySizes) -> No
     processor.save_pretrained(out_dir)
 
 
-def make_predictable(model: Qwen3_5ForConditionalGeneration, head: dict[str, torch.Tensor], seed: int) -> list[int]:
+def make_predictable(
+    model: Qwen3_5ForConditionalGeneration,
+    head: dict[str, torch.Tensor],
+    seed: int,
+    special_ids: list[int] | None = None,
+) -> list[int]:
     """Turn the model into one whose next token is a fixed permutation of the current one,
     and the head into one that computes exactly that; returns the permutation.
 
@@ -247,7 +260,8 @@ def make_predictable(model: Qwen3_5ForConditionalGeneration, head: dict[str, tor
     embedding x (scaled up for a wide logit margin, safe in bf16).  The head's fc
     keeps only the (normalised) embedding of the token it is given, and its layer
     passes that through, so its draft is pi(token) as well: 100% acceptance.
-    Special tokens map to themselves and never appear in the output.
+    Special tokens (`special_ids`, default the first len(SPECIAL_TOKENS) ids) map to
+    themselves and never appear in the output.
     """
     text_model = model.model.language_model
     with torch.no_grad():
@@ -258,13 +272,16 @@ def make_predictable(model: Qwen3_5ForConditionalGeneration, head: dict[str, tor
         embeddings = text_model.embed_tokens.weight  # [V, H]
         vocab_size, hidden = embeddings.shape
         generator = torch.Generator().manual_seed(seed)
-        ordinary = torch.arange(len(SPECIAL_TOKENS), vocab_size)
+        special = torch.zeros(vocab_size, dtype=torch.bool)
+        special[special_ids if special_ids is not None else list(range(len(SPECIAL_TOKENS)))] = True
+        ordinary = torch.arange(vocab_size)[~special]
         permutation = torch.arange(vocab_size)
         permutation[ordinary] = ordinary[torch.randperm(len(ordinary), generator=generator)]
         lm_head = torch.empty_like(embeddings)
         lm_head[permutation] = embeddings * 10.0
         model.lm_head.weight.copy_(lm_head)
-    head["mtp.fc.weight"] = torch.cat([torch.eye(hidden), torch.zeros(hidden, hidden)], dim=1)
+    fc = head["mtp.fc.weight"]
+    head["mtp.fc.weight"] = torch.cat([torch.eye(hidden), torch.zeros(hidden, hidden)], dim=1).to(fc.dtype)
     head["mtp.layers.0.self_attn.o_proj.weight"].zero_()
     head["mtp.layers.0.mlp.down_proj.weight"].zero_()
     return permutation.tolist()
@@ -290,7 +307,7 @@ def build_tiny_model(
     model.save_pretrained(out_dir, safe_serialization=True)
     save_file({k: v.contiguous() for k, v in head.items()}, out_dir / "mtp.safetensors")
     write_weight_index(out_dir)
-    write_processor(out_dir, tokenizer, sizes)
+    write_processor(out_dir, tokenizer, sizes.min_pixels, sizes.max_pixels)
     # The tiny-random preset as the folder's own (its `path` gives way to the folder's): any tiny folder
     # passed as --model reads as `--model tiny-random` does, a few tokens of small pages.
     (out_dir / FOLDER_PRESET_NAME).write_bytes((configs_dir() / "models" / "tiny-random.toml").read_bytes())
@@ -304,8 +321,16 @@ def main() -> None:
     parser.add_argument(
         "--predictable", action="store_true", help="next token = fixed permutation of the current one; exact MTP head"
     )
+    parser.add_argument(
+        "--shape", choices=("tiny", "qwen3.5-2b"), default="tiny", help="qwen3.5-2b: the real architecture (~4.5 GB)"
+    )
     args = parser.parse_args()
-    print(build_tiny_model(args.out_dir, seed=args.seed, predictable=args.predictable))
+    if args.shape == "tiny":
+        print(build_tiny_model(args.out_dir, seed=args.seed, predictable=args.predictable))
+    else:
+        from ocr_app.testing.full_size import build_full_size_model  # imports this module
+
+        print(build_full_size_model(args.out_dir, seed=args.seed, predictable=args.predictable))
 
 
 if __name__ == "__main__":

@@ -20,11 +20,17 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 from transformers import DynamicCache
 
 from ocr_app.errors import ModelError
 from ocr_app.speculative.mtp_head import MTPHead
 from ocr_app.train_mtp.teacher import TeacherPass
+
+
+# Rows of vocabulary-sized logits (248 320 wide for Qwen3.5) the loss computes at once: at Qwen3.5-2B's
+# size the loss's logits, not the model, set the training memory (docs/full-size.md).
+LOSS_CHUNK_ROWS = 256
 
 
 @dataclass
@@ -89,25 +95,38 @@ def _mask(allowed: torch.Tensor, head: MTPHead) -> torch.Tensor:  # bool [B, Q, 
     )
 
 
+def argmax_token(head: MTPHead, hidden: torch.Tensor) -> torch.Tensor:  # [..., H] -> [...]
+    """The head's greedy token for each hidden state, LOSS_CHUNK_ROWS rows of logits at a time, no grad."""
+    with torch.no_grad():
+        rows = hidden.reshape(-1, hidden.shape[-1])
+        tokens = [head.logits(chunk).argmax(dim=-1) for chunk in rows.split(LOSS_CHUNK_ROWS)]
+        return torch.cat(tokens).view(hidden.shape[:-1])
+
+
 def chained_logits(head: MTPHead, batch: HeadBatch, steps: int) -> list[torch.Tensor]:
     """The head's logits for steps 1..K at every base: K tensors [B, M, V]."""
+    return [head.logits(hidden) for hidden in chained_hidden(head, batch, steps)]
+
+
+def chained_hidden(head: MTPHead, batch: HeadBatch, steps: int) -> list[torch.Tensor]:
+    """The head's hidden states for steps 1..K at every base: K tensors [B, M, H] (logits are the loss's)."""
     pairs = batch.hidden.shape[1]
     bases = batch.bases  # [B, M]
     cache = DynamicCache()
     causal = torch.ones(pairs, pairs, dtype=torch.bool, device=bases.device).tril()[None]  # [1, S, S]
     head_hidden = head(batch.token_embeds, batch.hidden, batch.positions, cache, attention_mask=_mask(causal, head))
     head_hidden = head_hidden.gather(1, bases[..., None].expand(-1, -1, head_hidden.shape[-1]))  # [B, M, H]
-    logits = [head.logits(head_hidden)]
+    hiddens = [head_hidden]
     sees_pairs = torch.arange(pairs, device=bases.device)[None, None, :] <= bases[..., None]  # [B, M, S]
     own_chain = torch.eye(bases.shape[1], dtype=torch.bool, device=bases.device).expand(bases.shape[0], -1, -1)
     base_position = batch.positions[0].gather(1, bases)  # [B, M] temporal M-RoPE row, as the proposer uses
     for step in range(2, steps + 1):
-        draft_embeds = head.embed_tokens(logits[-1].argmax(dim=-1)).to(head_hidden.dtype)  # [B, M, H]
+        draft_embeds = head.embed_tokens(argmax_token(head, hiddens[-1])).to(head_hidden.dtype)  # [B, M, H]
         positions = (base_position + step - 1)[None].expand(3, -1, -1)  # [3, B, M]
         allowed = torch.cat([sees_pairs, *[own_chain] * (step - 1)], dim=-1)  # [B, M, S + (step-1) M]
         head_hidden = head(draft_embeds, head_hidden, positions, cache, attention_mask=_mask(allowed, head))
-        logits.append(head.logits(head_hidden))
-    return logits
+        hiddens.append(head_hidden)
+    return hiddens
 
 
 @dataclass
@@ -148,6 +167,27 @@ class StepOutcome:
     acceptance: Acceptance
 
 
+def _chunk_loss(head, student_hidden, teacher_hidden, target, temperature: float, ce_weight: float) -> torch.Tensor:
+    """Summed over the chunk's rows: KL(main || head) of the softened distributions x T^2, plus the weighted
+    cross-entropy on the main model's greedy token.  Student and teacher logits: [rows, V]."""
+    student = head.logits(student_hidden).float()
+    with torch.no_grad():
+        teacher_log_probs = F.log_softmax(head.logits(teacher_hidden).float() / temperature, dim=-1)
+    kl = F.kl_div(F.log_softmax(student / temperature, dim=-1), teacher_log_probs, log_target=True, reduction="sum")
+    return kl * temperature**2 + ce_weight * F.cross_entropy(student, target, reduction="sum")
+
+
+def chunked_step_loss(head, student_hidden, teacher_hidden, target, temperature: float, ce_weight: float) -> torch.Tensor:
+    """One draft step's loss, averaged over its N rows ([N, H] hidden states, [N] targets), LOSS_CHUNK_ROWS
+    rows at a time; each chunk's logits are recomputed in backward, so autograd keeps [N, H], not [N, V]."""
+    chunks = zip(*(t.split(LOSS_CHUNK_ROWS) for t in (student_hidden, teacher_hidden, target)))
+    total = sum(
+        checkpoint(_chunk_loss, head, student, teacher, chunk_target, temperature, ce_weight, use_reentrant=False)
+        for student, teacher, chunk_target in chunks
+    )
+    return total / student_hidden.shape[0]
+
+
 def distill(
     head: MTPHead,
     batch: HeadBatch,
@@ -159,19 +199,17 @@ def distill(
     """Forward KL(main || head) per step (temperature-softened, scaled by T^2), plus `ce_weight` times the
     cross-entropy on the main model's greedy next token.  `weights=None`: acceptance only (evaluation)."""
     steps = steps or len(weights)
-    logits = chained_logits(head, batch, steps)
+    hiddens = chained_hidden(head, batch, steps)
     acceptance = Acceptance()
     still_accepted = batch.base_valid
     total = torch.zeros((), device=batch.bases.device)
     step_losses = []
-    for step, student in enumerate(logits, start=1):
+    for step, student_hidden in enumerate(hiddens, start=1):
         valid = batch.step_valid(step)  # [B, M]
         rows = (batch.bases + step).clamp(max=batch.main_hidden.shape[1] - 1)  # [B, M]
-        with torch.no_grad():
-            teacher_hidden = batch.main_hidden.gather(1, rows[..., None].expand(-1, -1, batch.main_hidden.shape[-1]))
-            teacher = head.logits(teacher_hidden).float()  # [B, M, V]
-        target = teacher.argmax(dim=-1)  # [B, M]
-        matched = (student.argmax(dim=-1) == target) & valid
+        teacher_hidden = batch.main_hidden.gather(1, rows[..., None].expand(-1, -1, batch.main_hidden.shape[-1]))
+        target = argmax_token(head, teacher_hidden)  # [B, M]
+        matched = (argmax_token(head, student_hidden) == target) & valid
         still_accepted = still_accepted & matched
         acceptance.add(step - 1, int(matched.sum()), int(still_accepted.sum()), int(valid.sum()))
         if weights is None:
@@ -179,10 +217,7 @@ def distill(
         if not valid.any():  # every page of the batch ended before this step
             step_losses.append(0.0)
             continue
-        student, teacher = student[valid].float(), teacher[valid]  # [N, V]
-        teacher_log_probs = F.log_softmax(teacher / temperature, dim=-1)
-        kl = F.kl_div(F.log_softmax(student / temperature, dim=-1), teacher_log_probs, log_target=True, reduction="batchmean")
-        step_loss = kl * temperature**2 + ce_weight * F.cross_entropy(student, target[valid])
+        step_loss = chunked_step_loss(head, student_hidden[valid], teacher_hidden[valid], target[valid], temperature, ce_weight)
         total = total + weights[step - 1] * step_loss
         step_losses.append(float(step_loss.detach()))
     return StepOutcome(total, step_losses, acceptance)
