@@ -51,9 +51,9 @@ $(TINY)/config.json: $(STAMP) ocr_app/testing/tiny_model.py
 # 2 cores; see docs/full-size.md for its figures).  Not part of `make test`.
 FULL := build/qwen3.5-2b
 $(FULL)-random/config.json: $(STAMP) ocr_app/testing/full_size.py
-	$(PY) -m ocr_app.testing.tiny_model --shape qwen3.5-2b $(FULL)-random
+	$(PY) -m ocr_app.testing.full_size $(FULL)-random
 $(FULL)-predictable/config.json: $(STAMP) ocr_app/testing/full_size.py
-	$(PY) -m ocr_app.testing.tiny_model --shape qwen3.5-2b --predictable --seed 1 $(FULL)-predictable
+	$(PY) -m ocr_app.testing.full_size --predictable --seed 1 $(FULL)-predictable
 
 check-full-size: $(FULL)-random/config.json $(FULL)-predictable/config.json
 	$(PY) benchmarks/check_full_size.py

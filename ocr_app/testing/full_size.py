@@ -1,6 +1,6 @@
 """A random-weight checkpoint with the exact architecture of Qwen3.5-2B, built offline.
 
-    python -m ocr_app.testing.tiny_model --shape qwen3.5-2b OUT_DIR [--predictable] [--seed 0]
+    python -m ocr_app.testing.full_size OUT_DIR [--predictable] [--seed 0]
 
 Nothing in the repository can download the real model, yet what breaks only at
 size (a 248 320-token vocabulary in the head's `lm_head`, the vision tower's
@@ -30,6 +30,7 @@ float32; here every tensor is bf16, so the folder is 5 184 bytes smaller.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 from dataclasses import dataclass
@@ -204,3 +205,16 @@ def build_full_size_model(out_dir: Path, seed: int = 0, predictable: bool = Fals
     # The real model's preset as the folder's own: `--model DIR` reads it as the target would be read.
     (out_dir / FOLDER_PRESET_NAME).write_bytes((configs_dir() / "models" / f"{PRESET_NAME}.toml").read_bytes())
     return out_dir
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--predictable", action="store_true", help="an MTP head that drafts exactly what the model says")
+    args = parser.parse_args()
+    print(build_full_size_model(args.out_dir, seed=args.seed, predictable=args.predictable))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,7 @@
 """Write a tiny random-weight Qwen3.5 vision-language checkpoint, offline.
 
     python -m ocr_app.testing.tiny_model OUT_DIR [--seed 0] [--predictable]
-    python -m ocr_app.testing.tiny_model --shape qwen3.5-2b OUT_DIR   # the real size: see full_size.py
+    python -m ocr_app.testing.full_size OUT_DIR [--predictable]   # the real model's size
 
 The folder has the real Hugging Face layout (config.json with model_type
 `qwen3_5`, model.safetensors, a byte-level BPE tokenizer trained here with the
@@ -321,16 +321,8 @@ def main() -> None:
     parser.add_argument(
         "--predictable", action="store_true", help="next token = fixed permutation of the current one; exact MTP head"
     )
-    parser.add_argument(
-        "--shape", choices=("tiny", "qwen3.5-2b"), default="tiny", help="qwen3.5-2b: the real architecture (~4.5 GB)"
-    )
     args = parser.parse_args()
-    if args.shape == "tiny":
-        print(build_tiny_model(args.out_dir, seed=args.seed, predictable=args.predictable))
-    else:
-        from ocr_app.testing.full_size import build_full_size_model  # imports this module
-
-        print(build_full_size_model(args.out_dir, seed=args.seed, predictable=args.predictable))
+    print(build_tiny_model(args.out_dir, seed=args.seed, predictable=args.predictable))
 
 
 if __name__ == "__main__":
