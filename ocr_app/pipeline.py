@@ -202,7 +202,7 @@ def read_images(
             yield source, _page_result(number, page_text)
     images = dict(pages)
     again = ((key, images[key]) for key in list(looping))
-    retry = retry_settings(job.settings, job.model.retry)
+    retry = retry_settings(job.settings, job.model.retry, engine)
     for (source, number), page_text in _read_in_bulk(engine, again, retry, job.mode.concurrency, failures):
         yield source, _page_result(number, as_retry(looping.pop((source, number)), page_text))
     for source, number, error in failures:

@@ -38,7 +38,7 @@ def export_checkpoint(checkpoint_path: Path, out_dir: Path) -> Path:
     head = random_mtp_head(model.config)
     save_file({name: tensor.to(torch.bfloat16).contiguous() for name, tensor in head.items()}, staging / "mtp.safetensors")
     write_weight_index(staging)
-    write_processor(staging, tokenizer, config.model)
+    write_processor(staging, tokenizer, config.model.min_pixels, config.model.max_pixels)
     (staging / TRAINING_STATE_NAME).write_text(json.dumps(checkpoint["state"], indent=1))
     (staging / FOLDER_PRESET_NAME).write_text(folder_preset(config), encoding="utf-8")
     (staging / "README.md").write_text(model_card(checkpoint, config, sum(p.numel() for p in model.parameters())))

@@ -129,7 +129,7 @@ class Trainer:
         torch.set_num_threads(config.threads)
         output_dir.mkdir(parents=True, exist_ok=True)
         tokenizer, self.model = new_model(config)
-        write_processor(output_dir / "processor", tokenizer, config.model)
+        write_processor(output_dir / "processor", tokenizer, config.model.min_pixels, config.model.max_pixels)
         self.encoder = Encoder(AutoProcessor.from_pretrained(output_dir / "processor"), config.prompt)
         self.model.to(self.device).train()
         # Copied before the CTC hook is attached, so the average carries no hook back to this trainer.
