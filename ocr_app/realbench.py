@@ -42,8 +42,23 @@ SCAN_SKEW_DEG = (1.0, 2.0)  # magnitude; the sign is drawn too
 SCAN_PAPER_GREY = (200, 235)  # the paper's level, 255 = white
 
 
+class Stylesheet(BaseModel):
+    """The XSLT that turned a document's XML source (an e-Fatura's UBL-TR) into the HTML printed to PDF, and how."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    path: str
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    licence: str = Field(min_length=3)
+    # the shell command that renders it, with {stylesheet}, {source}, {html} and {pdf} for the files
+    command: str = Field(pattern=r"\{stylesheet\}.*\{source\}.*\{html\}.*\{pdf\}")
+
+
 class RealDocument(BaseModel):
-    """One PDF of the benchmark, as its manifest entry records it."""
+    """One PDF of the benchmark, as its manifest entry records it: a PDF taken from a repository, or one rendered
+    from a repository's XML source through `stylesheet` (then `pages` are pages of the rendered PDF)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -55,6 +70,7 @@ class RealDocument(BaseModel):
     source_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     pages: list[int] = Field(min_length=1)
     licence: str = Field(min_length=3)
+    stylesheet: Stylesheet | None = None
 
     @property
     def category(self) -> str:
@@ -87,9 +103,12 @@ class BenchmarkSources:
 
 def benchmark_sources(root: Path = DEFAULT_ROOT) -> BenchmarkSources:
     documents = load_manifest(root)
+    stylesheets = [document.stylesheet for document in documents if document.stylesheet is not None]
     return BenchmarkSources(
-        repos=frozenset(document.repo.lower() for document in documents),
+        repos=frozenset(document.repo.lower() for document in documents)
+        | frozenset(stylesheet.repo.lower() for stylesheet in stylesheets),
         sha256=frozenset(document.source_sha256 for document in documents)
+        | frozenset(stylesheet.sha256 for stylesheet in stylesheets)
         | frozenset(manifests.sha256_file(root / document.file) for document in documents),
     )
 

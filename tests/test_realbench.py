@@ -89,6 +89,8 @@ def test_every_pdf_is_listed_with_source_licence_and_pages(documents):
     assert total < 20 * 2**20
     for document in documents:
         assert document.licence and document.repo.lower() not in RESERVED_REPOS
+        if document.stylesheet is not None:
+            assert document.stylesheet.licence and document.stylesheet.repo.lower() not in RESERVED_REPOS
         with pymupdf.open(DEFAULT_ROOT / document.file) as pdf:
             assert pdf.page_count == len(document.pages), document.file
 
@@ -111,6 +113,11 @@ def test_the_manifest_is_checked(tmp_path):
     (tmp_path / "sources.toml").write_text(manifest, encoding="utf-8")
     with pytest.raises(InputError, match="listed but missing"):
         load_manifest(tmp_path)
+    # A rendered document's command must name every file it is given.
+    rendered = manifest.replace("--print-to-pdf={pdf}", "--print-to-pdf=out.pdf", 1)
+    (tmp_path / "sources.toml").write_text(rendered, encoding="utf-8")
+    with pytest.raises(InputError, match="stylesheet.command"):
+        read_manifest(tmp_path)
 
 
 def test_benchmark_sources_name_its_repositories_and_files(documents):
@@ -120,6 +127,16 @@ def test_benchmark_sources_name_its_repositories_and_files(documents):
     assert all(sources.holds_file(DEFAULT_ROOT / document.file) for document in documents)
     assert not sources.holds_file(PROJECT_ROOT / "samples" / "fatura.pdf")
     assert {document.source_sha256 for document in documents} <= sources.sha256
+    # A rendered invoice comes from two files, its XML and the stylesheet: both are kept out of training.
+    rendered = [document for document in documents if document.stylesheet is not None]
+    assert rendered and all(sources.holds_repo(d.stylesheet.repo) and d.stylesheet.sha256 in sources.sha256
+                            for d in rendered)
+
+
+def test_invoices_come_from_several_sources_and_stylesheets(documents):
+    invoices = [document for document in documents if document.category == "invoice"]
+    assert len({(d.repo, d.path) for d in invoices}) >= 3
+    assert len({d.stylesheet.sha256 for d in invoices if d.stylesheet is not None}) >= 2
 
 
 def test_pages_come_in_both_renderings_and_are_selected_together():
@@ -133,8 +150,8 @@ def test_pages_come_in_both_renderings_and_are_selected_together():
         load_real_benchmark(renderings=("photo",))
     forms = load_real_benchmark(renderings=("born-digital",), categories=("form",))
     assert forms and {page.category for page in forms} == {"form"}
-    with pytest.raises(InputError, match="no category invoice"):
-        load_real_benchmark(categories=("form", "invoice"))
+    with pytest.raises(InputError, match="no category receipt"):
+        load_real_benchmark(categories=("form", "receipt"))
 
 
 def test_a_scan_is_the_same_for_the_same_seed_and_looks_scanned():
@@ -157,7 +174,7 @@ def _one_page_benchmark(root: Path) -> Path:
     (document,) = [d for d in load_manifest() if d.file == "legislation/rg-disiplin-yonetmeligi-kaldirma.pdf"]
     (root / "legislation").mkdir(parents=True)
     shutil.copy(DEFAULT_ROOT / document.file, root / document.file)
-    entry = {key: value for key, value in document.model_dump().items() if key != "pages"}
+    entry = {key: value for key, value in document.model_dump().items() if key != "pages" and value is not None}
     lines = [f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in entry.items()]
     (root / "sources.toml").write_text("[[document]]\n" + "\n".join(lines) + f"\npages = {document.pages}\n",
                                        encoding="utf-8")

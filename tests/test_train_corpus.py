@@ -9,7 +9,7 @@ import pymupdf
 import pytest
 
 from ocr_app.config import PROJECT_ROOT, PixelBudget
-from ocr_app.realbench import benchmark_sources
+from ocr_app.realbench import benchmark_sources, load_manifest
 from ocr_app.synth.render import FONTS_DIR
 from ocr_app.train_ocr.config import LAYOUT, REAL, load_train_config
 from ocr_app.train_ocr.corpus import (
@@ -83,6 +83,9 @@ def test_hidden_text_and_text_without_ink_are_not_kept(tmp_path):
 def test_training_corpus_comes_from_no_benchmark_or_evaluation_source():
     documents = load_corpus()
     benchmark = benchmark_sources(BENCHMARK)
+    # The benchmark's invoices are rendered from XML through a stylesheet: both source files count as the benchmark's.
+    rendered = [d.stylesheet for d in load_manifest(BENCHMARK) if d.stylesheet is not None]
+    assert rendered and all(benchmark.holds_repo(s.repo) and s.sha256 in benchmark.sha256 for s in rendered)
     for document in documents:
         assert document.repo.lower() not in EVALUATION_REPOS and not benchmark.holds_repo(document.repo), document.file
         assert document.source_sha256 not in benchmark.sha256, document.file
