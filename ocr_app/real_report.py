@@ -93,7 +93,8 @@ def render_json(evaluation: Evaluation, pages: list[RealPage], readers: list[Rea
         "speed": [{**row.__dict__, "setup": setup_name(row.drafts),
                    "acceptance_per_position": list(row.acceptance_per_position)} for row in evaluation.speed],
         "unchanged_checks": [{"drafts": c.drafts, "concurrency": c.concurrency, "passed": c.passed,
-                              "identical_pages": c.identical_pages, "pages": c.pages} for c in evaluation.checks],
+                              "identical_pages": c.identical_pages, "pages": c.pages, "retried_pages": c.retried_pages,
+                              "near_tie_pages": sum(d.near_tie for d in c.differences)} for c in evaluation.checks],
         "pages": [{"id": page.id, "rendering": page.rendering, "category": page.category, "source": page.source,
                    "reference": page.reference,
                    "readings": {reader.name: {"text": reader.texts[page.id], **reader.scores[page.id].to_dict()}
