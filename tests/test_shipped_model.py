@@ -12,7 +12,7 @@ import pytest
 from ocr_app.config import load_model_preset
 from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.engines.hf import HFEngine
-from ocr_app.realbench import text_layer
+from ocr_app.realbench import score_text_layer, text_layer
 from ocr_app.scoring import plain_text, score_page
 from ocr_app.train_ocr.data import held_out_examples
 from ocr_app.train_ocr.trainer import character_error_rate
@@ -61,3 +61,19 @@ def test_ocr_read_with_no_model_gives_the_sample_invoices_text(tmp_path):
     references = text_layer(SAMPLE_PDF)
     errors = [score_page(plain_text(reading), reference).cer for reading, reference in zip(readings, references)]
     assert len(errors) == 2 and errors[0] < 0.15 and errors[1] < 0.2, errors
+
+
+def test_ocr_read_with_no_model_reads_a_real_invoice(tmp_path):
+    """`ocr-read invoice.pdf -o out.md` on a real e-Fatura page of the real-document benchmark (rendered from
+    UBL-TR XML through GİB's stylesheet; samples/real-tr/sources.toml), scored order-robustly against the
+    PDF's own text layer (word F1, `realbench.score_text_layer`).  The shipped weights (step 37 238) measured
+    word F1 0.277 (Tesseract: see docs/benchmark-real.md); a model that reads nothing scores 0."""
+    pdf = PROJECT_ROOT / "samples/real-tr/invoice/gib-ticari-fatura.pdf"
+    out = tmp_path / "out.md"
+    completed = subprocess.run(
+        [sys.executable, "-m", "ocr_app.cli.read", str(pdf), "-o", str(out)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr
+    score = score_text_layer(out.read_text(), text_layer(pdf)[0])
+    assert score.word_f1 > 0.2, score
