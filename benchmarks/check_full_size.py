@@ -1,14 +1,18 @@
 """The whole mission on the full-size (Qwen3.5-2B-shaped) checkpoints, on this machine: `make check-full-size`.
 
-    python benchmarks/check_full_size.py [--tokens 32] [--only hf,vllm,server,train,eval]
+    python benchmarks/check_full_size.py [--tokens 32] [--steps hf,vllm,server,train,eval]
+                                         [--checkpoints predictable[,random]]
 
-Runs the real command lines one at a time (they each load a 4.5 GB model) and prints, per step, the
-wall time, the peak RSS of its process tree (vLLM's engine process included), the time before the first
-page started (load: imports, weights, rendering) and the seconds per output token.  Checks:
-- `ocr-read` with the hf and vLLM engines, drafts 0 and 3: the predictable checkpoint's greedy text is
-  identical between them (its logits have a wide margin); the random checkpoint's is reported (bf16
-  logits of a random model nearly tie, so a batched verify may flip one: reported, not failed);
-- `python -m vllm.entrypoints.openai.api_server` with the README's flags, then `ocr-read --server`;
+Runs the real command lines one at a time (they each load a 4.5-5.6 GB model) and prints, per step, the
+wall time, the load time (wall minus the page's own time: imports, weights, rendering), the seconds per
+output token, the peak RSS and the peak anonymous memory of its process tree (vLLM's engine core runs in
+a child process), the drafts accepted, and the 1-minute load average while it ran.  Checks:
+- `ocr-read` with the hf and vLLM engines, drafts 0 and 3, on the predictable checkpoint by default: its
+  greedy text must be identical between them (its logits have a wide margin) and its head drafts exactly
+  what the model says, so every draft is accepted.  `--checkpoints predictable,random` adds the random
+  checkpoint, whose difference is reported, not failed (bf16 logits of a random model nearly tie, so a
+  batched verify may flip one);
+- the README's server command (`serve_command`, the line the README shows), then `ocr-read --server`;
 - `ocr-train-mtp --max-steps 2` on synthetic pages; `ocr-eval tob` on two pages.
 Pages use the check presets (configs/checks/: the real prompt, a 448x448-896x448 page budget, a
 few dozen tokens): the real budget's ~2 350 visual tokens make every prefill minutes long on a CPU.
@@ -30,172 +34,209 @@ from pathlib import Path
 import psutil
 
 from ocr_app.config import PROJECT_ROOT, load_model_preset
-from ocr_app.engines.vllm import max_model_len
+from ocr_app.engines.remote import serve_command
+from ocr_app.engines.vllm import CPU_KV_CACHE_ENV, EAGER_ENV
+from ocr_app.metrics import PageMetrics
 
 CHECKS = PROJECT_ROOT / "configs" / "checks"
 PRESETS = {"predictable": CHECKS / "full-size-predictable.toml", "random": CHECKS / "full-size-random.toml"}
+STEPS = ("hf", "vllm", "server", "train", "eval")
 OUT = PROJECT_ROOT / "build" / "check-full-size"
 PAGE = [str(PROJECT_ROOT / "samples" / "fatura.pdf"), "--pages", "1"]
 PORT = 8123
+DRAFTS = 3
+GIB = 2**30
+# The vLLM steps: eager (no torch.compile wait), and a 1 GiB KV cache.  vLLM's CPU backend allocates its
+# whole KV cache at start; the engine's own default (a quarter of the free memory, up to 8 GiB) on top of
+# the model and, with drafts, the drafter's embed/lm_head (11.7 and 15.6 GiB anonymous with 1 GiB of
+# cache, docs/full-size.md) would not fit this 24 GiB machine beside other jobs.  One check page needs
+# ~1 000 tokens of cache: ~12 MiB in the 6 full-attention layers, plus one sequence's linear-attention
+# state.  Only the CPU backend reads the variable.
+VLLM_ENV = {EAGER_ENV: "1", CPU_KV_CACHE_ENV: "1"}
+
+
+class TreeMemory:
+    """Peak resident and anonymous memory of a process and all its descendants, over `sample()` calls.
+
+    Anonymous memory (RssAnon: the heap, tensors copied out of the file) is what the machine must find
+    room for.  RSS also counts the safetensors shards mmapped from the page cache, which the kernel
+    drops and rereads under pressure, so RSS overstates what a step needs.
+    """
+
+    def __init__(self, pid: int):
+        self.root = psutil.Process(pid)
+        self.peak_rss = self.peak_anon = 0
+        self.loads: list[float] = []
+
+    def sample(self) -> None:
+        try:
+            members = [self.root, *self.root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        rss = anon = 0
+        for member in members:
+            try:
+                info = member.memory_info()
+            except psutil.NoSuchProcess:
+                continue
+            rss += info.rss
+            anon += info.rss - info.shared  # Linux statm: shared = RssFile + RssShmem, so this is RssAnon
+        self.peak_rss, self.peak_anon = max(self.peak_rss, rss), max(self.peak_anon, anon)
+        self.loads.append(os.getloadavg()[0])
+
+    @property
+    def mean_load(self) -> float:
+        return sum(self.loads) / len(self.loads) if self.loads else os.getloadavg()[0]
 
 
 @dataclass
 class StepResult:
     name: str
     wall_s: float
-    peak_rss_gib: float
     returncode: int
-    tokens: int = 0
-    decode_s: float = 0.0
+    peak_rss_gib: float = 0.0
+    peak_anon_gib: float = 0.0
+    load_average: float = 0.0
+    page: PageMetrics | None = None
     text: str | None = None
 
+    @classmethod
+    def measured(cls, name: str, wall_s: float, returncode: int, memory: TreeMemory) -> StepResult:
+        return cls(name, wall_s, returncode, memory.peak_rss / GIB, memory.peak_anon / GIB, memory.mean_load)
+
     def row(self) -> str:
-        per_token = f"{self.decode_s / self.tokens:8.2f}" if self.tokens else "       -"
-        load = f"{self.wall_s - self.decode_s:7.1f}" if self.tokens else "      -"
+        tokens = self.page.output_tokens if self.page is not None else 0
+        per_token = f"{self.page.wall_s / tokens:8.2f}" if tokens else f"{'-':>8}"
+        load = f"{self.wall_s - self.page.wall_s:7.1f}" if self.page is not None else f"{'-':>7}"
+        spec = self.page.spec if self.page is not None else None
+        accepted = f"{spec.num_accepted_tokens}/{spec.num_draft_tokens}" if spec is not None else "-"
         status = "ok" if self.returncode == 0 else f"FAILED ({self.returncode})"
-        return f"{self.name:<34} {self.wall_s:8.1f} {self.peak_rss_gib:8.2f} {load} {per_token}  {status}"
+        return (f"{self.name:<32} {self.wall_s:7.1f} {load} {per_token} {self.peak_rss_gib:7.2f} {self.peak_anon_gib:7.2f}"
+                f" {accepted:>9} {self.load_average:7.1f}  {status}")
 
 
-HEADER = f"{'step':<34} {'wall s':>8} {'peak GiB':>8} {'load s':>7} {'s/token':>8}  status"
-
-
-def tree_rss(process: psutil.Process) -> int:
-    try:
-        members = [process, *process.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    total = 0
-    for member in members:
-        try:
-            total += member.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total
+HEADER = f"{'step':<32} {'wall s':>7} {'load s':>7} {'s/token':>8} {'RSS GiB':>7} {'anon':>7} {'accepted':>9} {'loadavg':>7}  status"
 
 
 def run(name: str, argv: list[str], log: Path, env: dict | None = None) -> StepResult:
-    """Run one command to its end, sampling its process tree's RSS twice a second."""
+    """Run one command to its end, sampling its process tree's memory twice a second."""
     started = time.perf_counter()
     with log.open("w") as sink:
         child = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT, env={**os.environ, **(env or {})})
-        watched, peak = psutil.Process(child.pid), 0
+        memory = TreeMemory(child.pid)
         while child.poll() is None:
-            peak = max(peak, tree_rss(watched))
+            memory.sample()
             time.sleep(0.5)
-    return StepResult(name, time.perf_counter() - started, peak / 2**30, child.returncode)
+    return StepResult.measured(name, time.perf_counter() - started, child.returncode, memory)
 
 
-def read_step(name: str, model: Path, drafts: int, tokens: int, extra: list[str]) -> StepResult:
-    """`ocr-read` of one page with the JSON output; the page's tokens, decode time and text."""
+def read_step(name: str, model: Path, drafts: int, tokens: int, extra: list[str], env: dict | None = None) -> StepResult:
+    """`ocr-read` of one page with the JSON output; the page's metrics and text."""
     stem = name.replace(" ", "-").replace(",", "")
     output = OUT / f"{stem}.json"
     argv = [sys.executable, "-m", "ocr_app.cli.read", *PAGE, "--model", str(model), "--drafts", str(drafts),
             "--max-tokens", str(tokens), "--format", "json", "-o", str(output), *extra]
-    result = run(name, argv, OUT / f"{stem}.log", {"OCR_APP_VLLM_EAGER": "1"})
+    result = run(name, argv, OUT / f"{stem}.log", env)
     if result.returncode == 0:
         page = json.loads(output.read_text())["pages"][0]
-        result.tokens, result.decode_s, result.text = page["metrics"]["output_tokens"], page["metrics"]["wall_s"], page["text"]
+        result.page, result.text = PageMetrics.from_dict(page["metrics"]), page["text"]
     print(result.row(), flush=True)
     return result
 
 
-def compare(results: dict[str, StepResult], first: str, second: str, must_match: bool) -> bool:
-    a, b = results.get(first), results.get(second)
-    if a is None or b is None or a.text is None or b.text is None:
-        return True  # a failed step is reported by its own row
-    same = a.text == b.text
-    common = next((i for i, (x, y) in enumerate(zip(a.text, b.text)) if x != y), min(len(a.text), len(b.text)))
-    verdict = "identical" if same else f"differ after {common} characters"
-    print(f"{first} vs {second}: {verdict}{'' if same or must_match else ' (random weights: near-tied bf16 logits)'}")
+def compare(first: StepResult, second: StepResult, must_match: bool) -> bool:
+    """Whether two reads of the same page gave the same text; a failed read is reported by its own row."""
+    if first.text is None or second.text is None:
+        return True
+    a, b = first.text, second.text
+    same = a == b
+    common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    verdict = "identical text" if same else f"text differs after {common} characters"
+    print(f"{first.name} vs {second.name}: {verdict}{'' if same or must_match else ' (random weights: near-tied bf16 logits)'}",
+          flush=True)
     return same or not must_match
 
 
-def server_step(tokens: int) -> list[StepResult]:
-    """The README's server command on the random checkpoint, its budget and length from the check preset."""
-    preset = load_model_preset(PRESETS["random"])
-    budget = preset.pixels
-    server = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(preset.resolved_path()),
-        "--host", "127.0.0.1", "--port", str(PORT), "--dtype", "bfloat16", "--no-enable-prefix-caching",
-        "--max-model-len", str(max_model_len(preset)), "--limit-mm-per-prompt", '{"image": 1, "video": 0}',
-        "--mm-processor-kwargs", json.dumps({"size": {"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels}}),
-        "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}',
-        "--per-request-spec-decode-metrics", "summary", "--enforce-eager",
-    ]
+def server_step(model: Path, tokens: int) -> list[StepResult]:
+    """The README's server command (`serve_command`) for a check preset, then `ocr-read --server` against it."""
+    argv = [*serve_command(load_model_preset(model), DRAFTS, port=PORT), "--enforce-eager"]
     started = time.perf_counter()
-    log = (OUT / "server.log").open("w")
-    process = subprocess.Popen(server, stdout=log, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT)
-    watched, peak, ready = psutil.Process(process.pid), 0, False
-    try:
-        while process.poll() is None and time.perf_counter() - started < 1800:
-            peak = max(peak, tree_rss(watched))
-            try:
-                ready = urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=2).status == 200
-            except OSError:
-                ready = False
-            if ready:
-                break
-            time.sleep(2)
-        start_s = time.perf_counter() - started
-        print(f"server ready after {start_s:.0f} s (peak {peak / 2**30:.2f} GiB)" if ready else "server did not start: see server.log")
-        if not ready:
-            return [StepResult("vllm server start", start_s, peak / 2**30, 1)]
-        read = read_step("ocr-read --server, drafts 3", PRESETS["random"], 3, tokens,
-                         ["--engine", "vllm", "--server", f"http://127.0.0.1:{PORT}"])
-        peak = max(peak, tree_rss(watched))
-        return [StepResult("vllm server start", start_s, peak / 2**30, 0), read]
-    finally:
-        process.terminate()
+    with (OUT / "server.log").open("w") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT,
+                                   env={**os.environ, CPU_KV_CACHE_ENV: VLLM_ENV[CPU_KV_CACHE_ENV]})
+        memory, ready = TreeMemory(process.pid), False
         try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+            while process.poll() is None and time.perf_counter() - started < 1800:
+                memory.sample()
+                try:
+                    ready = urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=2).status == 200
+                except OSError:
+                    ready = False
+                if ready:
+                    break
+                time.sleep(2)
+            start = StepResult.measured("vllm serve start", time.perf_counter() - started, 0 if ready else 1, memory)
+            print(start.row(), flush=True)
+            if not ready:
+                print(f"server did not start: see {OUT / 'server.log'}")
+                return [start]
+            read = read_step(f"ocr-read --server, drafts {DRAFTS}", model, DRAFTS, tokens,
+                             ["--engine", "vllm", "--server", f"http://127.0.0.1:{PORT}"])
+            return [start, read]
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", type=int, default=32)
-    parser.add_argument("--only", default="hf,vllm,server,train,eval")
-    parser.add_argument("--checkpoints", default="predictable,random", help="whose reads: predictable, random")
+    parser.add_argument("--tokens", type=int, default=32, help="tokens per page (each costs seconds on a CPU)")
+    parser.add_argument("--steps", default=",".join(STEPS), help=f"which of {','.join(STEPS)}")
+    parser.add_argument("--checkpoints", default="predictable",
+                        help="whose reads: predictable (text must match, drafts all accepted), random (reported)")
     args = parser.parse_args()
-    checkpoints = args.checkpoints.split(",")
-    steps = set(args.only.split(","))
+    checkpoints, steps = args.checkpoints.split(","), args.steps.split(",")
+    if unknown := [name for name in checkpoints if name not in PRESETS] + [step for step in steps if step not in STEPS]:
+        parser.error(f"unknown step or checkpoint: {', '.join(unknown)}")
     OUT.mkdir(parents=True, exist_ok=True)
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f}, "
-          f"{psutil.virtual_memory().available / 2**30:.1f} GiB available")
+          f"{psutil.virtual_memory().available / GIB:.1f} GiB available; logs in {OUT}")
     print(HEADER, flush=True)
-    results: dict[str, StepResult] = {}
-    ok = True
+    results: list[StepResult] = []
+    same = True
     for engine in ("hf", "vllm"):
         if engine not in steps:
             continue
+        env = VLLM_ENV if engine == "vllm" else None
         for name in checkpoints:
-            for drafts in (0, 3):
-                step = f"{engine} {name} drafts {drafts}"
-                results[step] = read_step(step, PRESETS[name], drafts, args.tokens, ["--engine", engine])
-            ok &= compare(results, f"{engine} {name} drafts 0", f"{engine} {name} drafts 3", must_match=name == "predictable")
+            pair = [read_step(f"{engine} {name} drafts {drafts}", PRESETS[name], drafts, args.tokens, ["--engine", engine], env)
+                    for drafts in (0, DRAFTS)]
+            same &= compare(*pair, must_match=name == "predictable")
+            results += pair
     if "server" in steps:
-        for result in server_step(args.tokens):
-            results[result.name] = result
+        # The random checkpoint's tied lm_head is the real model's layout; its text is not compared.
+        results += server_step(PRESETS["random"], args.tokens)
     if "train" in steps:
         train = [sys.executable, "-m", "ocr_app.cli.train_mtp", "--model", str(PRESETS["random"]), "--synth-pages", "3",
                  "--output", str(OUT / "trained-head"), "--work-dir", str(OUT / "train-work"), "--max-steps", "2",
                  "--batch-size", "1", "--grad-accum", "1", "--eval-pages", "1", "--max-tokens", str(args.tokens),
                  "--device", "cpu", "--threads", str(os.cpu_count())]
-        results["train"] = run("ocr-train-mtp --max-steps 2", train, OUT / "train.log")
-        print(results["train"].row(), flush=True)
+        results.append(run("ocr-train-mtp --max-steps 2", train, OUT / "train.log"))
+        print(results[-1].row(), flush=True)
     if "eval" in steps:
         evaluate = [sys.executable, "-m", "ocr_app.cli.eval", "tob", str(PROJECT_ROOT / "samples" / "tob-mini"),
                     "--model", str(PRESETS["random"]), "--drafts", "0", "--limit", "2", "--max-tokens", str(args.tokens),
                     "-o", str(OUT / "eval")]
-        results["eval"] = run("ocr-eval tob, 2 pages", evaluate, OUT / "eval.log")
-        print(results["eval"].row(), flush=True)
-    failed = [r.name for r in results.values() if r.returncode != 0]
+        results.append(run("ocr-eval tob, 2 pages", evaluate, OUT / "eval.log"))
+        print(results[-1].row(), flush=True)
+    failed = [result.name for result in results if result.returncode != 0]
     print("\n" + HEADER)
-    for result in results.values():
+    for result in results:
         print(result.row())
-    if failed or not ok:
+    if failed or not same:
         print(f"FAILED: {', '.join(failed) or 'predictable text differs between drafts 0 and 3'} (logs in {OUT})")
         sys.exit(1)
 

@@ -124,3 +124,25 @@ def test_every_link_resolves_to_a_file_and_heading(page):
 def test_the_readme_links_every_docs_page():
     readme = visible(ROOT / "README.md")
     assert not [page.name for page in PAGES[1:] if f"(docs/{page.name})" not in readme]
+
+
+SERVER_PROGRAMS = (["vllm", "serve"], ["python", "-m", "vllm.entrypoints.openai.api_server", "--model"])
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "docs" / "speculative-decoding.md"], ids=lambda page: page.name)
+def test_the_server_command_shown_is_serve_command(page):
+    """The `vllm serve` line a page shows is the one `serve_command` builds for the real preset (which
+    `make check-full-size` starts), so the flags a user copies are the ones the check ran."""
+    from ocr_app.config import load_model_preset
+    from ocr_app.engines.remote import serve_command
+
+    shown = [words for block in CODE_BLOCK.findall(visible(page)) for line in block.replace("\\\n", " ").splitlines()
+             if (words := shlex.split(line, comments=True)) and any(words[: len(p)] == p for p in SERVER_PROGRAMS)]
+    assert shown, f"{page.name} shows no server command"
+    preset = load_model_preset("qwen3.5-2b-ocr-tr")
+    built = serve_command(preset, preset.drafts["bulk"])
+    assert built[3] == "--model" and built[4] == str(preset.resolved_path())
+    for words in shown:
+        program = next(p for p in SERVER_PROGRAMS if words[: len(p)] == p)
+        assert words[len(program)] == str(preset.path)
+        assert words[len(program) + 1 :] == built[5:]
