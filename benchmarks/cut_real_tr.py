@@ -13,44 +13,14 @@ its text layer is what must not change.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import shlex
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pymupdf
 
-from ocr_app.realbench import DEFAULT_ROOT, RealDocument, read_manifest
-
-
-def file_bytes(snapshots: Path, repo: str, commit: str, path: str, sha256: str) -> bytes:
-    """`path` at `commit` in the snapshot of `repo`, checked against `sha256`."""
-    snapshot = snapshots / repo.replace("/", "+") / "repo"
-    git_dir = snapshot / ".git" if (snapshot / ".git").is_dir() else snapshot
-    data = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"],
-                          capture_output=True, check=True).stdout
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != sha256:
-        sys.exit(f"{repo}:{path}: SHA-256 {digest}, manifest says {sha256}")
-    return data
-
-
-def source_pdf(snapshots: Path, document: RealDocument) -> bytes:
-    """The document's PDF before cutting: the source file itself, or the source XML rendered through its stylesheet."""
-    data = file_bytes(snapshots, document.repo, document.commit, document.path, document.source_sha256)
-    style = document.stylesheet
-    if style is None:
-        return data
-    with tempfile.TemporaryDirectory() as work:
-        files = {name: Path(work) / name for name in ("stylesheet.xslt", "source.xml", "page.html", "page.pdf")}
-        files["stylesheet.xslt"].write_bytes(file_bytes(snapshots, style.repo, style.commit, style.path, style.sha256))
-        files["source.xml"].write_bytes(data)
-        command = style.command.format(**{key: shlex.quote(str(files[name])) for key, name in (
-            ("stylesheet", "stylesheet.xslt"), ("source", "source.xml"), ("html", "page.html"), ("pdf", "page.pdf"))})
-        subprocess.run(command, shell=True, check=True, capture_output=True)
-        return files["page.pdf"].read_bytes()
+from ocr_app.errors import OcrError
+from ocr_app.manifests import source_pdf
+from ocr_app.realbench import DEFAULT_ROOT, read_manifest
 
 
 def cut(data: bytes, pages: list[int], target: Path) -> None:
@@ -70,7 +40,12 @@ def main() -> None:
     for document in read_manifest(args.root):
         if args.only and document.file not in args.only:
             continue
-        cut(source_pdf(args.snapshots, document), document.pages, args.root / document.file)
+        try:
+            data = source_pdf(args.snapshots, document.repo, document.commit, document.path, document.source_sha256,
+                              document.stylesheet)
+        except OcrError as exc:
+            sys.exit(str(exc))
+        cut(data, document.pages, args.root / document.file)
         print(f"{document.file}: pages {document.pages} of {document.repo}:{document.path}")
 
 
