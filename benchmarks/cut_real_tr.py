@@ -19,16 +19,16 @@ from pathlib import Path
 import pymupdf
 
 from ocr_app.errors import OcrError
-from ocr_app.manifests import source_pdf
+from ocr_app.manifests import rebuild_pdfs
 from ocr_app.realbench import DEFAULT_ROOT, read_manifest
 
 
-def cut(data: bytes, pages: list[int], target: Path) -> None:
+def cut(data: bytes, pages: list[int]) -> bytes:
+    """`data` cut to `pages` (1-based), nothing else changed."""
     with pymupdf.open(stream=data, filetype="pdf") as source, pymupdf.open() as kept:
         for number in pages:
             kept.insert_pdf(source, from_page=number - 1, to_page=number - 1)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        kept.save(target, garbage=4, deflate=True)
+        return kept.tobytes(garbage=4, deflate=True)
 
 
 def main() -> None:
@@ -37,16 +37,11 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
     parser.add_argument("--only", nargs="+", metavar="FILE", help="rebuild only these files (as the manifest names them)")
     args = parser.parse_args()
-    for document in read_manifest(args.root):
-        if args.only and document.file not in args.only:
-            continue
-        try:
-            data = source_pdf(args.snapshots, document.repo, document.commit, document.path, document.source_sha256,
-                              document.stylesheet)
-        except OcrError as exc:
-            sys.exit(str(exc))
-        cut(data, document.pages, args.root / document.file)
-        print(f"{document.file}: pages {document.pages} of {document.repo}:{document.path}")
+    try:
+        for document in rebuild_pdfs(read_manifest(args.root), args.snapshots, args.root, cut, args.only):
+            print(f"{document.file}: pages {document.pages} of {document.repo}:{document.path}")
+    except OcrError as exc:
+        sys.exit(str(exc))
 
 
 if __name__ == "__main__":

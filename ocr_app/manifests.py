@@ -13,8 +13,9 @@ import shlex
 import subprocess
 import tempfile
 import tomllib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -101,3 +102,31 @@ def source_pdf(snapshots: Path, repo: str, commit: str, path: str, sha256: str, 
         if rendered.returncode != 0 or not files["page.pdf"].is_file():
             raise InputError(f"{repo}:{path} through {style.path}: rendering failed ({rendered.stderr.decode(errors='replace')[-300:].strip()})")
         return files["page.pdf"].read_bytes()
+
+
+class SourcedDocument(Protocol):
+    """What `rebuild_pdfs` reads of a manifest entry (the benchmark's and the corpus's both have it)."""
+
+    file: str
+    repo: str
+    path: str
+    commit: str
+    source_sha256: str
+    pages: list[int]
+    stylesheet: Stylesheet | None
+
+
+def rebuild_pdfs(documents: Iterable[SourcedDocument], snapshots: Path, root: Path,
+                 cut: Callable[[bytes, list[int]], bytes], only: Iterable[str] | None = None) -> Iterator[SourcedDocument]:
+    """Write each document's PDF (`only` those files, if given) under `root`: its source from `snapshots`,
+    rendered if it has a stylesheet, cut to its pages by `cut`; yields each document once written."""
+    wanted = set(only or ())
+    for document in documents:
+        if wanted and document.file not in wanted:
+            continue
+        data = source_pdf(snapshots, document.repo, document.commit, document.path, document.source_sha256,
+                          document.stylesheet)
+        target = root / document.file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(cut(data, document.pages))
+        yield document

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ocr_app import manifests
 from ocr_app.errors import OcrError
-from ocr_app.manifests import Stylesheet, source_pdf
+from ocr_app.manifests import Stylesheet, rebuild_pdfs
 
 CORPUS_ROOT = Path(__file__).resolve().parent / "corpus"
 # Public repositories whose documents are kept for an independent evaluation of this model (issue 21): used
@@ -90,19 +90,10 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", metavar="FILE", help="rebuild only these files (as the manifest names them)")
     args = parser.parse_args()
     try:
-        documents = read_manifest(args.root)
+        for document in rebuild_pdfs(read_manifest(args.root), args.snapshots, args.root, cut_pages, args.only):
+            print(f"{document.file}: pages {document.pages} of {document.repo}:{document.path}")
     except OcrError as exc:
         sys.exit(str(exc))
-    for document in documents:
-        if args.only and document.file not in args.only:
-            continue
-        try:
-            data = source_pdf(args.snapshots, document.repo, document.commit, document.path, document.source_sha256,
-                              document.stylesheet)
-        except OcrError as exc:
-            sys.exit(str(exc))
-        (args.root / document.file).write_bytes(cut_pages(data, document.pages))
-        print(f"{document.file}: pages {document.pages} of {document.repo}:{document.path}")
 
 
 if __name__ == "__main__":
