@@ -28,6 +28,7 @@ from ocr_app import manifests
 from ocr_app.config import PROJECT_ROOT, PixelBudget
 from ocr_app.documents import open_document
 from ocr_app.errors import InputError
+from ocr_app.manifests import Stylesheet
 from ocr_app.pages import fit_image, iter_pages, render_pdf_pages
 from ocr_app.scoring import PageScore, matched_line_cer, plain_lines, plain_text, score_page, word_f1
 from ocr_app.synth.degrade import degrade
@@ -40,20 +41,6 @@ SCAN_SEED = "real-tr-scan-v1"  # change it and every scan changes: figures are o
 SCAN_DPIS = (150, 200, 250, 300)
 SCAN_SKEW_DEG = (1.0, 2.0)  # magnitude; the sign is drawn too
 SCAN_PAPER_GREY = (200, 235)  # the paper's level, 255 = white
-
-
-class Stylesheet(BaseModel):
-    """The XSLT that turned a document's XML source (an e-Fatura's UBL-TR) into the HTML printed to PDF, and how."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
-    path: str
-    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    licence: str = Field(min_length=3)
-    # the shell command that renders it, with {stylesheet}, {source}, {html} and {pdf} for the files
-    command: str = Field(pattern=r"\{stylesheet\}.*\{source\}.*\{html\}.*\{pdf\}")
 
 
 class RealDocument(BaseModel):

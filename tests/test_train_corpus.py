@@ -87,9 +87,15 @@ def test_training_corpus_comes_from_no_benchmark_or_evaluation_source():
     rendered = [d.stylesheet for d in load_manifest(BENCHMARK) if d.stylesheet is not None]
     assert rendered and all(benchmark.holds_repo(s.repo) and s.sha256 in benchmark.sha256 for s in rendered)
     for document in documents:
-        assert document.repo.lower() not in EVALUATION_REPOS and not benchmark.holds_repo(document.repo), document.file
-        assert document.source_sha256 not in benchmark.sha256, document.file
+        # A rendered invoice has two sources, its XML and its stylesheet: neither may be the benchmark's or the evaluation's.
+        sources = [(document.repo, document.source_sha256)]
+        if document.stylesheet is not None:
+            sources.append((document.stylesheet.repo, document.stylesheet.sha256))
+        for repo, sha256 in sources:
+            assert repo.lower() not in EVALUATION_REPOS and not benchmark.holds_repo(repo), document.file
+            assert sha256 not in benchmark.sha256, document.file
         assert not benchmark.holds_file(CORPUS_ROOT / document.file), document.file
+    assert any(document.stylesheet is not None for document in documents)  # the corpus has rendered invoices
     # The held-out documents are the evaluation's only: no page of theirs is trained on.
     assert {pdf for pdf, _ in corpus_pages(True)}.isdisjoint(pdf for pdf, _ in corpus_pages(False))
     assert any(document.held_out for document in documents)

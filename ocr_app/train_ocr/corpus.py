@@ -3,19 +3,19 @@
 The folder holds PDFs cut to a few pages each and a manifest, `sources.toml`, with one `[[document]]` per PDF:
 where it was taken from (repository, path, commit, SHA-256 of the source file), the source pages kept, the
 fonts its text uses, the licence that allows it here, and whether it is held out (read in the periodic
-evaluation, never trained on).  Its pages become band samples through `textlayer` (the `real` level).
+evaluation, never trained on).  An invoice made from an e-Fatura's UBL-TR XML also records the XSLT it was
+rendered through and the command that printed it (`manifests.Stylesheet`); its pages are the rendered PDF's.  Its pages become band samples through `textlayer` (the `real` level).
 
-Nothing may come from the real-document benchmark's source repositories or files (`samples/real-tr`), nor from
-the repositories kept for an independent evaluation (`EVALUATION_REPOS`); `tests/test_train_corpus.py` checks it.
+Nothing may come from the real-document benchmark's source repositories or files (`samples/real-tr`, its
+stylesheets included), nor from the repositories kept for an independent evaluation (`EVALUATION_REPOS`);
+`tests/test_train_corpus.py` checks it.
 
-    python -m ocr_app.train_ocr.corpus --snapshots /work/.mirror    # rebuild the PDFs from git snapshots
+    python -m ocr_app.train_ocr.corpus --snapshots /work/snapshots    # rebuild the PDFs from git snapshots
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ocr_app import manifests
 from ocr_app.errors import OcrError
+from ocr_app.manifests import Stylesheet, rebuild_pdfs
 
 CORPUS_ROOT = Path(__file__).resolve().parent / "corpus"
 # Public repositories whose documents are kept for an independent evaluation of this model (issue 21): used
@@ -45,10 +46,11 @@ class CorpusDocument(BaseModel):
     path: str
     commit: str = Field(pattern=r"^[0-9a-f]{40}$")
     source_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    pages: list[int] = Field(min_length=1)  # of the source, 1-based, in order
+    pages: list[int] = Field(min_length=1)  # of the source (or of the PDF rendered from it), 1-based, in order
     fonts: str
     licence: str = Field(min_length=3)
     held_out: bool = False
+    stylesheet: Stylesheet | None = None  # only for a PDF rendered from an XML source (an e-Fatura's UBL-TR)
 
 
 def read_manifest(root: Path = CORPUS_ROOT) -> list[CorpusDocument]:
@@ -81,28 +83,17 @@ def cut_pages(data: bytes, pages: list[int]) -> bytes:
         return kept.tobytes(garbage=4, deflate=True)
 
 
-def _source_bytes(snapshots: Path, document: CorpusDocument) -> bytes:
-    git_dir = snapshots / document.repo.replace("/", "+") / "repo"
-    return subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{document.commit}:{document.path}"],
-                          capture_output=True, check=True).stdout
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description="Rebuild the training corpus's PDFs from git snapshots of their sources.")
     parser.add_argument("--snapshots", type=Path, required=True, help="folder of OWNER+NAME/repo git directories")
     parser.add_argument("--root", type=Path, default=CORPUS_ROOT)
+    parser.add_argument("--only", nargs="+", metavar="FILE", help="rebuild only these files (as the manifest names them)")
     args = parser.parse_args()
     try:
-        documents = read_manifest(args.root)
+        for document in rebuild_pdfs(read_manifest(args.root), args.snapshots, args.root, cut_pages, args.only):
+            print(f"{document.file}: pages {document.pages} of {document.repo}:{document.path}")
     except OcrError as exc:
         sys.exit(str(exc))
-    for document in documents:
-        data = _source_bytes(args.snapshots, document)
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != document.source_sha256:
-            sys.exit(f"{document.repo}:{document.path}: SHA-256 {digest}, the manifest says {document.source_sha256}")
-        (args.root / document.file).write_bytes(cut_pages(data, document.pages))
-        print(f"{document.file}: pages {document.pages} of {document.repo}:{document.path}")
 
 
 if __name__ == "__main__":
