@@ -17,7 +17,7 @@ from ocr_app.batch.shutdown import stop_on_signals
 from ocr_app.batch.state import FAILED, PARTIAL, STATE_FILE, StateStore
 from ocr_app.config import load_ray_preset
 from ocr_app.engine_factory import make_engine
-from ocr_app.engines.protocol import ENGINE_NAMES
+from ocr_app.engines.protocol import ENGINE_NAMES, Drafts
 from ocr_app.errors import ConfigError, OcrError
 from ocr_app.pipeline import ReadJob
 
@@ -29,7 +29,7 @@ class BatchSettings:
     model: str
     engine: str
     mode: str
-    drafts: int | None
+    drafts: Drafts | None
     pages: str | None
     dpi: int
     max_tokens: int | None
