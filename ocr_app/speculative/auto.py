@@ -289,7 +289,9 @@ def fixed_choice(model: ModelPreset) -> tuple[int, AutoDraftsReport]:
     return chooser.choose(), chooser.report()
 
 
-def _timed(run: Callable[[], object], repeats: int, synchronize: Callable[[], None]) -> float:
+def _timed(run: Callable[[], object], repeats: int, synchronize: Callable[[], None],
+           reset: Callable[[], object] = lambda: None) -> float:
+    """Median seconds of `run()`, with `reset()` after each (not timed)."""
     samples = []
     for _ in range(repeats):
         synchronize()
@@ -297,36 +299,44 @@ def _timed(run: Callable[[], object], repeats: int, synchronize: Callable[[], No
         run()
         synchronize()
         samples.append(time.perf_counter() - started)
+        reset()
     return statistics.median(samples)
 
 
 @torch.inference_mode()
 def calibrate(decoder, inputs: dict[str, torch.Tensor], repeats: int = 5,
               token_counts: Sequence[int] = CALIBRATION_TOKENS) -> DraftCosts:
-    """Median seconds of one cached main-model forward over T new tokens after the prompt of `inputs`, for
-    each T, and of one head step after the prompt's pairs (`decoder`: a `SpeculativeDecoder`).  The cache is
-    cropped back after each forward, so every one sees the same length; the linear layers' states drift,
-    their cost does not."""
-    from ocr_app.speculative.cache import attention_layers
+    """Median seconds of one verify pass over T new tokens after the prompt of `inputs` (the main-model
+    forward as a round runs it, under the decoder's cache rollback), for each T, and of one head step after
+    the prompt's pairs (`decoder`: a `SpeculativeDecoder`).  After each pass the cache keeps one of the T
+    tokens, as a round that accepts nothing does, so the length barely moves."""
+    from ocr_app.speculative.cache import ROLLBACKS
     from ocr_app.speculative.decoder import embed_prompt
 
     model, head = decoder.model, decoder.head
     synchronize = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+    rollback = ROLLBACKS[decoder.rollback_name]()
     prompt = embed_prompt(model, inputs)
-    cache = DynamicCache(config=model.config)
+    cache = rollback.new_cache(model)
     hidden = decoder._forward(prompt.embeds, prompt.positions, cache)  # [1, L, H]
+    rollback.after_prefill(cache)
     length = prompt.embeds.shape[1]
     verify_s = {}
     for tokens in token_counts:
-        embeds = decoder._embed(list(range(10, 10 + tokens)))
-        positions = decoder._positions(length, tokens, prompt.rope_delta)
+        fed: dict[str, torch.Tensor] = {}
 
-        def forward() -> None:
-            decoder._forward(embeds, positions, cache)
-            for layer in attention_layers(cache):
-                layer.crop(-tokens)
+        def verify() -> None:
+            fed["embeds"] = decoder._embed(list(range(10, 10 + tokens)))
+            fed["positions"] = decoder._positions(length, tokens, prompt.rope_delta)
+            with rollback.verify_pass(cache):
+                decoder._forward(fed["embeds"], fed["positions"], cache)
 
-        verify_s[tokens] = _timed(forward, repeats, synchronize)
+        def keep_one() -> None:
+            nonlocal length
+            rollback.keep(cache, tokens, 1, lambda n: decoder._forward(fed["embeds"][:, :n], fed["positions"][..., :n], cache))
+            length += 1
+
+        verify_s[tokens] = _timed(verify, repeats, synchronize, keep_one)
     head_cache = DynamicCache()
     head_hidden = head(prompt.embeds[:, 1:], hidden[:, :-1], prompt.positions[1:, :, :-1], head_cache)[:, -1:]
     step_embeds = decoder._embed([10])
@@ -334,9 +344,8 @@ def calibrate(decoder, inputs: dict[str, torch.Tensor], repeats: int = 5,
 
     def head_step() -> None:
         head.logits(head(step_embeds, head_hidden, step_positions, head_cache)[0, -1]).argmax()
-        head_cache.crop(-1)
 
-    return DraftCosts(verify_s, _timed(head_step, repeats, synchronize))
+    return DraftCosts(verify_s, _timed(head_step, repeats, synchronize, lambda: head_cache.crop(-1)))
 
 
 def dummy_page(model: ModelPreset) -> Image.Image:
