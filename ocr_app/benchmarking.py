@@ -16,7 +16,7 @@ from ocr_app.documents import open_document
 from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.metrics import SpecDecodingStats
 from ocr_app.pages import iter_pages
-from ocr_app.speculative.auto import CALIBRATION_TOKENS, calibrate
+from ocr_app.speculative.costs import CALIBRATION_TOKENS, calibrate
 
 SAMPLE_PDF = PROJECT_ROOT / "samples" / "fatura.pdf"
 
@@ -101,7 +101,7 @@ def hf_drafts_table(engine, images, drafts: list[int], max_tokens: int, repeats:
 
 def hf_forward_cost(engine, image, repeats: int, token_counts=CALIBRATION_TOKENS) -> dict[int, float]:
     """Median ms of one verify pass over T new tokens after the page prompt, as a round of the engine's
-    speculative decoder runs it (`speculative.auto.calibrate`, what `--drafts auto` times at start): what
+    speculative decoder runs it (`speculative.costs.calibrate`, what `--drafts auto` times at start): what
     verifying K+1 tokens costs on this device."""
     costs = calibrate(engine._speculative_decoder(), engine.page_inputs(image), max(repeats, 5), token_counts)
     ms = {tokens: seconds * 1000 for tokens, seconds in costs.verify_s.items()}

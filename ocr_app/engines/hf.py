@@ -31,7 +31,8 @@ from ocr_app.errors import ModelError
 from ocr_app.metrics import PageMetrics
 from ocr_app.prompts import render_page_prompt
 from ocr_app.repetition import loop_tokens
-from ocr_app.speculative.auto import AutoDrafts, AutoDraftsReport, calibrate, dummy_page
+from ocr_app.speculative.auto import AutoDrafts, AutoDraftsReport
+from ocr_app.speculative.costs import calibrate, dummy_page
 from ocr_app.speculative.decoder import SpeculativeDecoder, top2_gaps
 
 

@@ -14,7 +14,7 @@ B times as many.  Inputs:
   (`[auto_drafts]`, `AutoDraftsPreset`), which weighs as much as `prior_weight` rounds at each position, so
   that the first rounds do not swing K.  Without a prior every position starts at 1 weighing one round
   (optimism: K starts high and comes down as rejections are counted, rather than never trying drafts);
-* verify(T) and draft: timed when the engine first drafts with auto (`calibrate`: main-model forwards over
+* verify(T) and draft: timed when the engine first drafts with auto (`costs.calibrate`: verify passes over
   T = 1, 2, 4, 8 new tokens after a dummy page of the real shapes, interpolated; one head step), plus what
   a round costs beyond them (Python, verification, rollback, the head's feed: an additive overhead),
   measured from the wall time of the run's rounds: the median of measured minus predicted time over the
@@ -28,20 +28,15 @@ acceptance that rose.  Each choice is an argmax over 8 K, microseconds against a
 from __future__ import annotations
 
 import statistics
-import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import torch
-from PIL import Image
-from transformers import DynamicCache
 
 from ocr_app.config import AutoDraftsPreset, ModelPreset
 from ocr_app.errors import ConfigError
 
 MAX_DRAFTS = 7
-CALIBRATION_TOKENS = (1, 2, 4, 8)  # T of the timed main-model forwards; verify(K+1) for K <= 7 interpolates
 # A round time measured at K counts for K alone once K has this many rounds among the last ROUND_WINDOW.
 MIN_ROUNDS = 8
 ROUND_WINDOW = 64
@@ -287,68 +282,3 @@ def fixed_choice(model: ModelPreset) -> tuple[int, AutoDraftsReport]:
             "--drafts K, or record them in its preset")
     chooser = AutoDrafts(model.auto_drafts, costs, "the preset's acceptance and recorded costs (K fixed at start)")
     return chooser.choose(), chooser.report()
-
-
-def _timed(run: Callable[[], object], repeats: int, synchronize: Callable[[], None],
-           reset: Callable[[], object] = lambda: None) -> float:
-    """Median seconds of `run()`, with `reset()` after each (not timed)."""
-    samples = []
-    for _ in range(repeats):
-        synchronize()
-        started = time.perf_counter()
-        run()
-        synchronize()
-        samples.append(time.perf_counter() - started)
-        reset()
-    return statistics.median(samples)
-
-
-@torch.inference_mode()
-def calibrate(decoder, inputs: dict[str, torch.Tensor], repeats: int = 5,
-              token_counts: Sequence[int] = CALIBRATION_TOKENS) -> DraftCosts:
-    """Median seconds of one verify pass over T new tokens after the prompt of `inputs` (the main-model
-    forward as a round runs it, under the decoder's cache rollback), for each T, and of one head step after
-    the prompt's pairs (`decoder`: a `SpeculativeDecoder`).  After each pass the cache keeps one of the T
-    tokens, as a round that accepts nothing does, so the length barely moves."""
-    from ocr_app.speculative.cache import ROLLBACKS
-    from ocr_app.speculative.decoder import embed_prompt
-
-    model, head = decoder.model, decoder.head
-    synchronize = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
-    rollback = ROLLBACKS[decoder.rollback_name]()
-    prompt = embed_prompt(model, inputs)
-    cache = rollback.new_cache(model)
-    hidden = decoder._forward(prompt.embeds, prompt.positions, cache)  # [1, L, H]
-    rollback.after_prefill(cache)
-    length = prompt.embeds.shape[1]
-    verify_s = {}
-    for tokens in token_counts:
-        fed: dict[str, torch.Tensor] = {}
-
-        def verify() -> None:
-            fed["embeds"] = decoder._embed(list(range(10, 10 + tokens)))
-            fed["positions"] = decoder._positions(length, tokens, prompt.rope_delta)
-            with rollback.verify_pass(cache):
-                decoder._forward(fed["embeds"], fed["positions"], cache)
-
-        def keep_one() -> None:
-            nonlocal length
-            rollback.keep(cache, tokens, 1, lambda n: decoder._forward(fed["embeds"][:, :n], fed["positions"][..., :n], cache))
-            length += 1
-
-        verify_s[tokens] = _timed(verify, repeats, synchronize, keep_one)
-    head_cache = DynamicCache()
-    head_hidden = head(prompt.embeds[:, 1:], hidden[:, :-1], prompt.positions[1:, :, :-1], head_cache)[:, -1:]
-    step_embeds = decoder._embed([10])
-    step_positions = prompt.positions[1:, :, -1:]
-
-    def head_step() -> None:
-        head.logits(head(step_embeds, head_hidden, step_positions, head_cache)[0, -1]).argmax()
-
-    return DraftCosts(verify_s, _timed(head_step, repeats, synchronize, lambda: head_cache.crop(-1)))
-
-
-def dummy_page(model: ModelPreset) -> Image.Image:
-    """A blank page of the smallest size the pixel budget allows: the real shapes, a short prompt."""
-    side = max(model.pixels.factor, int(model.pixels.min_pixels ** 0.5))
-    return Image.new("RGB", (side, side), "white")
