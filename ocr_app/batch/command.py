@@ -119,7 +119,9 @@ def read_folder(
         finally:
             if engine is not None:
                 engine.close()
-    print_summary(console, summary, interrupted=stop.signum is not None)
+    # the engine's account of drafts auto outlives its close; Ray replicas keep theirs
+    auto = engine.auto_drafts_report() if engine is not None else None
+    print_summary(console, summary, interrupted=stop.signum is not None, auto=auto)
     if stop.signum is not None:
         return stop.exit_code
     return 0 if summary.ok else 1
