@@ -123,7 +123,8 @@ def predictable_engine(predictable_model_dir):
 @pytest.mark.parametrize("engine_name", ["hf_engine", "predictable_engine"])
 def test_hf_auto_reads_what_plain_greedy_decoding_reads(request, engine_name, band_images):
     """One band at a time and batched: the random model (drafts rejected) and the predictable one (drafts
-    always accepted), so auto settles low on one and high on the other; fp32 text equals drafts 0's."""
+    always accepted); fp32 text equals drafts 0's.  Which K won depends on this machine's timings, so only
+    what the rounds measured is checked here (the choice itself: the arithmetic tests above)."""
     engine = request.getfixturevalue(engine_name)
     plain = [engine.read(image, GenerationSettings(max_tokens=MAX_TOKENS)) for image in band_images]
     auto = GenerationSettings(max_tokens=MAX_TOKENS, drafts=AUTO_DRAFTS)
@@ -135,10 +136,11 @@ def test_hf_auto_reads_what_plain_greedy_decoding_reads(request, engine_name, ba
         assert alone[index].metrics.drafts == AUTO_DRAFTS
     report = engine.auto_drafts_report()
     assert sum(report.rounds_by_k.values()) > 0 and sum(report.sequences_by_k.values()) == 2 * len(band_images)
+    assert report.measured_acceptance  # no prior: the first rounds draft, so position 1 is measured
     if engine_name == "predictable_engine":
-        assert report.last.k >= 3 and report.measured_acceptance[0] == 1.0
+        assert set(report.measured_acceptance) == {1.0}
     else:
-        assert report.last.k <= 1
+        assert report.measured_acceptance[0] < 0.2
 
 
 class Schedule(AutoDrafts):
