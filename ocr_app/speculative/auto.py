@@ -109,7 +109,7 @@ class DraftChoice:
 
     def why(self) -> str:
         runner_up = best_k([rate if k != self.k else float("-inf") for k, rate in enumerate(self.rates)])
-        return (f"K={self.k}: expected {self.rates[self.k]:.1f} tok/s (mean acceptance length "
+        return (f"K={self.k}: expected {self.rates[self.k]:.1f} tok/s decoding (mean acceptance length "
                 f"{1 + sum(self.acceptance[:self.k]):.2f}, round {self.round_ms[self.k]:.2f} ms); next best "
                 f"K={runner_up} at {self.rates[runner_up]:.1f} tok/s")
 

@@ -348,6 +348,10 @@ class BatchedDecoder:
         """Row b's first kept[b] of the T new pairs (tokens [B, T], hidden [B, T, H], positions [3, B, T]) go after
         its pending ones."""
         rows = self.rows
+        if not bool(rows.pending_count.any()):  # the head has seen every pair before (it drafted this step)
+            rows.pending_tokens, rows.pending_hidden, rows.pending_positions = tokens, hidden, positions
+            rows.pending_count = kept
+            return
         count = tokens.shape[1]
         width = int((rows.pending_count + kept).max())
         # column of each new pair; the ones not kept go to a spare last column, cut off below
