@@ -237,16 +237,20 @@ def test_presets_reject_bad_auto_drafts():
         AutoDraftsPreset(verify_cost={1: 1.0, 2: 1.2})  # costs go together
 
 
-def test_eval_reports_the_auto_section(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("benchmark", ["tob", "real"])
+def test_eval_reports_the_auto_section(tiny_model_dir, tmp_path, benchmark):
     out = tmp_path / "report"
+    data = [str(TOB_MINI)] if benchmark == "tob" else [str(PROJECT_ROOT / "samples" / "real-tr"), "--renderings",
+                                                       "born-digital"]
     done = subprocess.run(
-        [sys.executable, "-m", "ocr_app.cli.eval", "tob", str(TOB_MINI), "--model", str(tiny_model_dir),
+        [sys.executable, "-m", "ocr_app.cli.eval", benchmark, *data, "--model", str(tiny_model_dir),
          "--drafts", "0,auto", "--limit", "1", "--max-tokens", "6", "-o", str(out)],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert "## Drafts auto" in markdown and "| head, auto drafts |" in markdown and "**chosen**" in markdown
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert [check["identical_pages"] for check in report["unchanged_checks"]] == [1]
     auto = report["drafts_auto"]
