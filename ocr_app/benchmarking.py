@@ -11,14 +11,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from transformers import DynamicCache
-
 from ocr_app.config import PROJECT_ROOT, ModelPreset
 from ocr_app.documents import open_document
 from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.metrics import SpecDecodingStats
 from ocr_app.pages import iter_pages
+from ocr_app.speculative.costs import CALIBRATION_TOKENS, calibrate
 
 SAMPLE_PDF = PROJECT_ROOT / "samples" / "fatura.pdf"
 
@@ -101,35 +99,15 @@ def hf_drafts_table(engine, images, drafts: list[int], max_tokens: int, repeats:
     return figures
 
 
-@torch.inference_mode()
-def hf_forward_cost(engine, image, repeats: int, token_counts=(1, 2, 4, 8)) -> dict[int, float]:
-    """Median ms of one cached main-model forward over T new tokens after the page prompt: what
+def hf_forward_cost(engine, image, repeats: int, token_counts=CALIBRATION_TOKENS) -> dict[int, float]:
+    """Median ms of one verify pass over T new tokens after the page prompt, as a round of the engine's
+    speculative decoder runs it (`speculative.costs.calibrate`, what `--drafts auto` times at start): what
     verifying K+1 tokens costs on this device."""
-    from ocr_app.speculative.cache import attention_layers
-    from ocr_app.speculative.decoder import embed_prompt
-
-    decoder = engine._speculative_decoder()
-    prompt = embed_prompt(engine.model, engine.page_inputs(image))
-    cache = DynamicCache(config=engine.model.config)
-    decoder._forward(prompt.embeds, prompt.positions, cache)
-    length = prompt.embeds.shape[1]
-    synchronize = torch.cuda.synchronize if engine.model.device.type == "cuda" else (lambda: None)
-    costs = {}
-    for tokens in token_counts:
-        embeds = decoder._embed(list(range(10, 10 + tokens)))
-        positions = decoder._positions(length, tokens, prompt.rope_delta)
-        samples = []
-        for _ in range(max(repeats, 5)):
-            synchronize()
-            started = time.perf_counter()
-            decoder._forward(embeds, positions, cache)
-            synchronize()
-            samples.append(time.perf_counter() - started)
-            for layer in attention_layers(cache):  # keep the length fixed; linear states drift, the cost does not
-                layer.crop(-tokens)
-        costs[tokens] = statistics.median(samples) * 1000
-    print("main-model forward, T tokens: " + ", ".join(f"T={t} {ms:.2f} ms ({ms / costs[1]:.2f}x)" for t, ms in costs.items()))
-    return costs
+    costs = calibrate(engine._speculative_decoder(), engine.page_inputs(image), max(repeats, 5), token_counts)
+    ms = {tokens: seconds * 1000 for tokens, seconds in costs.verify_s.items()}
+    print("main-model forward, T tokens: " + ", ".join(f"T={t} {v:.2f} ms ({v / ms[1]:.2f}x)" for t, v in ms.items())
+          + f"; head step {costs.draft_s * 1000:.2f} ms")
+    return ms
 
 
 def vllm_drafts_table(engine, images, drafts: list[int], max_tokens: int, concurrency: int, repeats: int) -> dict:

@@ -103,6 +103,38 @@ class RegionSplit(_Strict):
         return self
 
 
+class AutoDraftsPreset(_Strict):
+    """What `--drafts auto` (`ocr_app.speculative.auto`) starts from before the run has measured anything.
+
+    `acceptance[i]` is the share of drafts whose token at position i+1 was accepted (as `SpecDecodingStats`
+    and vLLM count it, so it never grows with i): the prior that the run's own counts are blended with,
+    weighing as much as `prior_weight` rounds at each position.  Empty: no prior (an even chance per position,
+    weighing two rounds).  `verify_cost` (ms of one main-model forward over T new tokens, by T) and
+    `draft_cost` (ms of one head step) are recorded costs, for engines that fix K before they can time
+    anything (vLLM); the hf engine times its own at start.
+    """
+
+    acceptance: list[float] = []
+    prior_weight: int = 32
+    verify_cost: dict[int, float] | None = None
+    draft_cost: float | None = None
+
+    @model_validator(mode="after")
+    def _sane(self) -> AutoDraftsPreset:
+        if any(not 0 <= rate <= 1 for rate in self.acceptance):
+            raise ValueError("acceptance rates must be between 0 and 1")
+        if any(later > earlier for earlier, later in zip(self.acceptance, self.acceptance[1:])):
+            raise ValueError("acceptance cannot grow with the draft position (position i needs positions before it)")
+        if self.prior_weight < 1:
+            raise ValueError("prior_weight must be at least 1")
+        if self.verify_cost is not None and (1 not in self.verify_cost or len(self.verify_cost) < 2
+                                             or any(t < 1 or ms <= 0 for t, ms in self.verify_cost.items())):
+            raise ValueError("verify_cost needs positive ms for T = 1 and at least one more T")
+        if (self.verify_cost is None) != (self.draft_cost is None) or (self.draft_cost is not None and self.draft_cost < 0):
+            raise ValueError("verify_cost and draft_cost go together, and draft_cost cannot be negative")
+        return self
+
+
 class ModelPreset(_Strict):
     name: str
     path: Path
@@ -120,6 +152,8 @@ class ModelPreset(_Strict):
     retry: RetryPreset = RetryPreset()
     # Set for a model trained on blocks, not whole pages: each page is read as bands of lines.
     regions: RegionSplit | None = None
+    # What `--drafts auto` starts from (acceptance prior, recorded costs).
+    auto_drafts: AutoDraftsPreset = AutoDraftsPreset()
 
     def resolved_path(self) -> Path:
         return self.path if self.path.is_absolute() else PROJECT_ROOT / self.path

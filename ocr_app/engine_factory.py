@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 
 from ocr_app.config import ModelPreset, engine_defaults
-from ocr_app.engines.protocol import ENGINE_NAMES, Engine
+from ocr_app.engines.protocol import AUTO_DRAFTS, ENGINE_NAMES, Drafts, Engine
 from ocr_app.errors import ConfigError
 from ocr_app.regions import ReadByRegions
 from ocr_app.repetition import RetryDegenerate
@@ -37,7 +37,7 @@ def default_engine(folder: bool, servers: tuple[str, ...] = ()) -> str:
     return chosen
 
 
-def make_engine(name: str, model: ModelPreset, drafts: int = 0, servers: tuple[str, ...] = ()) -> Engine:
+def make_engine(name: str, model: ModelPreset, drafts: Drafts = 0, servers: tuple[str, ...] = ()) -> Engine:
     """Start an engine; heavy imports happen only for the engine asked for.
 
     `drafts` is the K the engine starts with (vLLM fixes it at start);
@@ -47,6 +47,9 @@ def make_engine(name: str, model: ModelPreset, drafts: int = 0, servers: tuple[s
     """
     if servers and name != "vllm":
         raise ConfigError("--server sends pages to `vllm serve`; use it with --engine vllm")
+    if servers and drafts == AUTO_DRAFTS:
+        raise ConfigError("--drafts auto cannot choose K for a running `vllm serve` (its K is set when it starts); "
+                          "give --drafts K as the server runs")
     if servers:
         from ocr_app.engines.remote import RemoteEngine
 

@@ -21,6 +21,8 @@ warm), then all pages, timed, at each concurrency.
   wall time, the speedup over K = 0 at the same concurrency (ratio of tok/s),
   and the per-position acceptance and mean acceptance length summed over the
   run's pages (`SpecDecodingStats`).
+* With drafts "auto" among the settings, the engine's account of the K it chose and why
+  (`Evaluation.auto`, an `AutoDraftsReport`) is taken after every run.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ from dataclasses import dataclass, field
 from PIL import Image
 
 from ocr_app.config import RetryPreset
-from ocr_app.engines.protocol import Engine, GenerationSettings, PageText
+from ocr_app.engines.protocol import AUTO_DRAFTS, Drafts, Engine, GenerationSettings, PageText
 from ocr_app.metrics import RunMetrics
 from ocr_app.repetition import as_retry, is_degenerate, lossless_retries, retry_settings
 from ocr_app.scoring import PageScore, Scorer, ScoreSummary, summarize
+from ocr_app.speculative.auto import AutoDraftsReport
 from ocr_app.tob import BenchmarkPage
 
 DIFF_CONTEXT = 40  # characters shown on each side of a first difference
@@ -50,7 +53,7 @@ NEAR_TIE_GAP = 0.5
 class Run:
     """All pages read once at one number of drafts and one concurrency."""
 
-    drafts: int
+    drafts: Drafts
     concurrency: int
     outputs: dict[str, PageText]  # by page id
     scores: dict[str, PageScore]  # by page id
@@ -81,7 +84,7 @@ class Difference:
 
 @dataclass(frozen=True)
 class UnchangedCheck:
-    drafts: int
+    drafts: Drafts
     concurrency: int
     reference_score: float
     score: float
@@ -107,7 +110,7 @@ class UnchangedCheck:
 
 @dataclass(frozen=True)
 class SpeedRow:
-    drafts: int
+    drafts: Drafts
     concurrency: int
     pages: int
     output_tokens: int
@@ -125,7 +128,13 @@ class Evaluation:
     checks: list[UnchangedCheck]
     speed: list[SpeedRow]
     pages: list[BenchmarkPage] = field(repr=False)
-    warmup_s: dict[int, float] = field(default_factory=dict)  # per K: warm-up page, plus any engine restart
+    warmup_s: dict[Drafts, float] = field(default_factory=dict)  # per K: warm-up page, plus any engine restart
+    auto: AutoDraftsReport | None = None  # with drafts "auto": what it chose and why
+
+
+def draft_order(drafts: Iterable[Drafts]) -> list[Drafts]:
+    """0 (the reference) and the given K, ascending, then auto."""
+    return sorted(set(drafts) | {0}, key=lambda k: (k == AUTO_DRAFTS, 0 if k == AUTO_DRAFTS else k))
 
 
 ProgressCallback = Callable[[str, int], None]  # (run label, pages done)
@@ -236,7 +245,7 @@ def evaluate(
     engine: Engine,
     pages: list[BenchmarkPage],
     images: list[tuple[str, Image.Image]],
-    drafts: list[int],
+    drafts: list[Drafts],
     concurrencies: list[int],
     max_tokens: int,
     scorer: Scorer,
@@ -246,7 +255,7 @@ def evaluate(
 ) -> Evaluation:
     """Every (concurrency, K) run, then the unchanged checks and the speed table against K = 0; `retry`: how
     looping pages are read again (None: not at all)."""
-    drafts = sorted(set(drafts) | {0})
+    drafts = draft_order(drafts)
     categories = {page.id: page.category for page in pages}
     references = {page.id: page.reference for page in pages}
     done: dict[tuple[int, int], Run] = {}
@@ -269,4 +278,5 @@ def evaluate(
             speed.append(speed_row(done[k, concurrency], reference))
             if k:
                 checks.append(compare_runs(reference, done[k, concurrency], tolerance, lossless_retries(engine)))
-    return Evaluation(runs=runs, checks=checks, speed=speed, pages=pages, warmup_s=warmup_s)
+    auto = engine.auto_drafts_report() if AUTO_DRAFTS in drafts else None
+    return Evaluation(runs=runs, checks=checks, speed=speed, pages=pages, warmup_s=warmup_s, auto=auto)

@@ -71,7 +71,7 @@ class PageMetrics:
     output_tokens: int
     wall_s: float
     finish_reason: str  # "stop" (end of sequence) or "length" (hit max tokens)
-    drafts: int = 0  # K, the number of draft tokens per round; 0 = plain decoding
+    drafts: int | str = 0  # K, the number of draft tokens per round; 0 = plain decoding; "auto": chosen per round
     spec: SpecDecodingStats | None = None
     retried: bool = False
 

@@ -79,6 +79,7 @@ def render_markdown(evaluation: Evaluation, readers: list[Reader], info: dict, s
         lines.append(f"| {setup_name(run.drafts)} | {run.concurrency} | {run.summary.page_mean.cer:.4f} | "
                      f"{identical} | {verdict} |")
     lines += ["", *speed_tables(evaluation.speed)]
+    lines += evaluation.auto.markdown() if evaluation.auto is not None else []
     return "\n".join(lines) + "\n"
 
 
@@ -92,6 +93,7 @@ def render_json(evaluation: Evaluation, pages: list[RealPage], readers: list[Rea
             for g in reader.groups]} for reader in readers],
         "speed": [{**row.__dict__, "setup": setup_name(row.drafts),
                    "acceptance_per_position": list(row.acceptance_per_position)} for row in evaluation.speed],
+        "drafts_auto": evaluation.auto.to_dict() if evaluation.auto is not None else None,
         "unchanged_checks": [{"drafts": c.drafts, "concurrency": c.concurrency, "passed": c.passed,
                               "identical_pages": c.identical_pages, "pages": c.pages, "retried_pages": c.retried_pages,
                               "near_tie_pages": sum(d.near_tie for d in c.differences)} for c in evaluation.checks],

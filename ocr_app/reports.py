@@ -14,6 +14,7 @@ from ocr_app.evaluation import (
     SpeedRow,
     UnchangedCheck,
 )
+from ocr_app.engines.protocol import AUTO_DRAFTS, Drafts
 from ocr_app.outputs import write_atomic
 from ocr_app.scoring import PageScore, ScoreSummary
 
@@ -29,7 +30,9 @@ class BaselineResult:
     wall_s: float
 
 
-def setup_name(drafts: int) -> str:
+def setup_name(drafts: Drafts) -> str:
+    if drafts == AUTO_DRAFTS:
+        return "head, auto drafts"
     return "No MTP" if drafts == 0 else f"head, {drafts} draft{'s' if drafts > 1 else ''}"
 
 
@@ -81,6 +84,7 @@ def render_markdown(evaluation: Evaluation, info: dict, baseline: BaselineResult
     lines += ["", *_category_table(evaluation.runs, baseline), "", *speed_tables(evaluation.speed)]
     warmups = ", ".join(f"K={k} {seconds:.1f} s" for k, seconds in evaluation.warmup_s.items())
     lines += [f"Warm-up per K (a few pages, plus any engine restart for that K; not timed): {warmups}.", ""]
+    lines += evaluation.auto.markdown() if evaluation.auto is not None else []
     lines += _difference_list(evaluation.checks)
     return "\n".join(lines) + "\n"
 
@@ -113,7 +117,7 @@ def speed_tables(rows: list[SpeedRow]) -> list[str]:
         lines.append("")
     drafted = [row for row in rows if row.drafts]
     if drafted:
-        width = max(row.drafts for row in drafted)
+        width = max(len(row.acceptance_per_position) for row in drafted)
         lines += ["## Acceptance by draft position", "",
                   "| Setup | Concurrency | " + " | ".join(str(p) for p in range(1, width + 1)) + " |",
                   "|---|---:|" + "---:|" * width]
@@ -205,6 +209,7 @@ def render_json(evaluation: Evaluation, info: dict, baseline: BaselineResult | N
             "pages_per_s": round(len(baseline.texts) / baseline.wall_s, 4) if baseline.wall_s else 0.0,
         },
         "warmup_s": {str(k): round(seconds, 3) for k, seconds in evaluation.warmup_s.items()},
+        "drafts_auto": evaluation.auto.to_dict() if evaluation.auto is not None else None,
         "baseline_skipped": skipped,
         "pages": pages,
     }
@@ -220,9 +225,12 @@ def render_chart(evaluation: Evaluation, path: Path) -> None:
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for concurrency in sorted({row.concurrency for row in evaluation.speed}):
-        rows = [row for row in evaluation.speed if row.concurrency == concurrency]
-        left.plot([r.drafts for r in rows], [r.speedup for r in rows], marker="o", label=f"concurrency {concurrency}")
-    left.set_xticks(sorted({row.drafts for row in evaluation.speed}))
+        rows = [row for row in evaluation.speed if row.concurrency == concurrency and row.drafts != AUTO_DRAFTS]
+        line, = left.plot([r.drafts for r in rows], [r.speedup for r in rows], marker="o", label=f"concurrency {concurrency}")
+        for row in evaluation.speed:
+            if row.concurrency == concurrency and row.drafts == AUTO_DRAFTS:  # auto has no K of its own: a level
+                left.axhline(row.speedup, color=line.get_color(), linestyle=":", label=f"auto, concurrency {concurrency}")
+    left.set_xticks(sorted({row.drafts for row in evaluation.speed if row.drafts != AUTO_DRAFTS}))
     left.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     left.set(title="Speedup over no MTP", xlabel="drafts per step (K)", ylabel="speedup (x)")
     left.legend()

@@ -17,7 +17,7 @@ from ocr_app.batch.shutdown import stop_on_signals
 from ocr_app.batch.state import FAILED, PARTIAL, STATE_FILE, StateStore
 from ocr_app.config import load_ray_preset
 from ocr_app.engine_factory import make_engine
-from ocr_app.engines.protocol import ENGINE_NAMES
+from ocr_app.engines.protocol import ENGINE_NAMES, Drafts
 from ocr_app.errors import ConfigError, OcrError
 from ocr_app.pipeline import ReadJob
 
@@ -29,7 +29,7 @@ class BatchSettings:
     model: str
     engine: str
     mode: str
-    drafts: int | None
+    drafts: Drafts | None
     pages: str | None
     dpi: int
     max_tokens: int | None
@@ -119,7 +119,9 @@ def read_folder(
         finally:
             if engine is not None:
                 engine.close()
-    print_summary(console, summary, interrupted=stop.signum is not None)
+    # the engine's account of drafts auto outlives its close; Ray replicas keep theirs
+    auto = engine.auto_drafts_report() if engine is not None else None
+    print_summary(console, summary, interrupted=stop.signum is not None, auto=auto)
     if stop.signum is not None:
         return stop.exit_code
     return 0 if summary.ok else 1

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ocr_app.batch.runner import BatchEvents, BatchSummary
 from ocr_app.outputs import PageResult
+from ocr_app.speculative.auto import AutoDraftsReport
 
 
 class _RateColumn(ProgressColumn):
@@ -102,7 +103,9 @@ def batch_events(console: Console, log_path: Path | None) -> Iterator[BatchEvent
                 handle.close()
 
 
-def print_summary(console: Console, summary: BatchSummary, interrupted: bool = False) -> None:
+def print_summary(console: Console, summary: BatchSummary, interrupted: bool = False,
+                  auto: AutoDraftsReport | None = None) -> None:
+    """`auto`: what drafts "auto" chose over the run, when it read with it."""
     metrics = summary.metrics
     table = Table(title="ocr-read batch" + (" (stopped early)" if interrupted else ""), show_header=False)
     table.add_column(style="bold")
@@ -120,6 +123,8 @@ def print_summary(console: Console, summary: BatchSummary, interrupted: bool = F
     table.add_row("mean acceptance length", f"{spec.mean_acceptance_length:.2f}" if spec else "- (no drafts)")
     if spec:
         table.add_row("acceptance per position", " ".join(f"{rate:.2f}" for rate in spec.acceptance_rate_per_position))
+    if auto is not None:
+        table.add_row("drafts auto", f"{auto.k_summary} (last: K={auto.last.k})")
     if summary.pages_per_replica:
         shares = ", ".join(f"{pages}" for _, pages in sorted(summary.pages_per_replica.items()))
         table.add_row("replicas (pages each)", f"{len(summary.pages_per_replica)} ({shares})")

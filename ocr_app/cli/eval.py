@@ -1,7 +1,7 @@
 """`ocr-eval tob`: score the model on a TurkishOCR-Bench style set, prove drafting leaves the output unchanged, time it.
 `ocr-eval real`: the same runs on real documents scored against their own PDF text layer (`ocr_app.realbench`).
 
-    ocr-eval tob samples/tob-mini --model tiny-random --drafts 0,1,3 --output reports/tob
+    ocr-eval tob samples/tob-mini --model tiny-random --drafts 0,1,3,auto --output reports/tob
     ocr-eval tob /data/tob --model qwen3.5-2b-ocr-tr --engine vllm --drafts 0,3,6 --concurrency 1,64 \
         --baseline tesseract --output reports/tob
     ocr-eval real samples/real-tr --baseline tesseract --output reports/real
@@ -27,8 +27,9 @@ from tqdm import tqdm
 from ocr_app.cli.common import ENGINE_HELP, MAX_TOKENS_HELP, MODEL_HELP, quiet_libraries, report_errors
 from ocr_app.config import ModelPreset, default_model_name, load_model_preset
 from ocr_app.engine_factory import make_engine
+from ocr_app.engines.protocol import Drafts, parse_drafts
 from ocr_app.errors import OcrError
-from ocr_app.evaluation import Evaluation, evaluate, prepare_images
+from ocr_app.evaluation import Evaluation, draft_order, evaluate, prepare_images
 from ocr_app.real_report import readers_of, score_reader, write_real_reports
 from ocr_app.realbench import RENDERINGS, load_real_benchmark, select_real_pages, text_layer_scorer
 from ocr_app.reports import BaselineResult, write_reports
@@ -63,7 +64,8 @@ Output = Annotated[Path, typer.Option("-o", "--output", help="Folder for report.
 ModelOption = Annotated[Optional[str], typer.Option("--model", help=MODEL_HELP)]
 EngineOption = Annotated[str, typer.Option("--engine", help=ENGINE_HELP)]
 Drafts = Annotated[str, typer.Option("--drafts", help=(
-    "Draft counts K to compare, comma-separated, e.g. 0,3,6; 0 (the reference) is always run."))]
+    "Draft counts K to compare, comma-separated, e.g. 0,3,6,auto (auto: K chosen from measured acceptance and "
+    "costs); 0 (the reference) is always run."))]
 Concurrency = Annotated[str, typer.Option("--concurrency", help=(
     "Pages in flight, comma-separated, e.g. 1,64; every K is run at each."))]
 Every = Annotated[int, typer.Option("--every", help="Keep every Nth page of each category.")]
@@ -157,7 +159,7 @@ class _ModelRun:
 
     preset: ModelPreset
     engine: str
-    draft_counts: list[int]
+    draft_counts: list[Drafts]
     concurrencies: list[int]
     tolerance: float
     max_tokens: int
@@ -176,7 +178,7 @@ class _ModelRun:
 
 
 def _model_run(model, engine, drafts, concurrency, baseline, tolerance, max_tokens) -> _ModelRun:
-    draft_counts = sorted(set(parse_counts(drafts, "--drafts", 0)) | {0})
+    draft_counts = draft_order(parse_drafts(part) for part in drafts.split(",") if part.strip())
     concurrencies = parse_counts(concurrency, "--concurrency", 1)
     if baseline is not None and baseline not in BASELINES:
         raise OcrError(f"unknown baseline '{baseline}' (baselines: {', '.join(BASELINES)})")

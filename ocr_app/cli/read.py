@@ -27,7 +27,7 @@ from ocr_app.batch.runner import DEFAULT_MAX_ATTEMPTS
 from ocr_app.cli.common import ENGINE_HELP, MAX_TOKENS_HELP, MODEL_HELP, quiet_libraries, report_errors
 from ocr_app.config import default_model_name, drafts_for, load_mode_preset, load_model_preset
 from ocr_app.documents import find_documents
-from ocr_app.engines.protocol import GenerationSettings
+from ocr_app.engines.protocol import Drafts, GenerationSettings, parse_drafts
 from ocr_app.engine_factory import default_engine, make_engine
 from ocr_app.errors import OcrError
 from ocr_app.metrics import RunMetrics
@@ -84,7 +84,7 @@ def read(
     model: Annotated[Optional[str], typer.Option(help=MODEL_HELP)] = None,
     engine: Annotated[Optional[str], typer.Option(help=f"{ENGINE_HELP} Default: vllm for folders where installed, else hf.")] = None,
     mode: Annotated[Optional[str], typer.Option(help="Mode: low-latency (one page at a time, streamed) or bulk (many pages in flight); default: bulk for folders, else low-latency.")] = None,
-    drafts: Annotated[Optional[int], typer.Option(help="MTP draft tokens per step, 0-7 (0 = plain decoding); default: the model preset's or the mode's.")] = None,
+    drafts: Annotated[Optional[str], typer.Option(help="MTP draft tokens per step, 0-7 (0 = plain decoding), or auto (chosen from measured acceptance and costs, docs/speculative-decoding.md); default: the model preset's or the mode's.")] = None,
     pages: Annotated[Optional[str], typer.Option(help="Pages to read, 1-based, e.g. 1-3,7 or 5-; default: all.")] = None,
     dpi: Annotated[int, typer.Option(help="PDF rendering resolution (dpi), before pages are fitted to the model's pixel budget.")] = DEFAULT_DPI,
     fmt: Annotated[str, typer.Option("--format", help="md (Markdown) or json (per-page text and metrics).")] = "md",
@@ -122,6 +122,7 @@ def read(
             raise OcrError(f"unknown format '{fmt}' (formats: {', '.join(FORMATS)})")
         if dpi < 36 or dpi > 1200:
             raise OcrError(f"--dpi must be between 36 and 1200, got {dpi}")
+        drafts = parse_drafts(drafts) if drafts is not None else None
         servers = tuple(server or ())
         folder_run = retry_failed is not None or any(item.is_dir() for item in inputs)
         engine = engine or default_engine(folder_run, servers)
@@ -170,7 +171,7 @@ def _read_batch(
 
 
 def build_job(
-    model: str, mode: str, drafts: int | None, max_tokens: int | None, temperature: float,
+    model: str, mode: str, drafts: Drafts | None, max_tokens: int | None, temperature: float,
     pages: str | None, dpi: int, password: str | None,
 ) -> ReadJob:
     model_preset = load_model_preset(model)
@@ -228,6 +229,9 @@ def _run(documents, engine, job: ReadJob, targets, fmt: str, separator: str, eng
             f"{spec.num_accepted_tokens}/{spec.num_draft_tokens} draft tokens accepted, per position {rates}",
             file=sys.stderr,
         )
+    auto = engine.auto_drafts_report()
+    if auto is not None:
+        print(f"drafts auto: {auto.k_summary} ({auto.last.why()})", file=sys.stderr)
     return failures
 
 

@@ -2,7 +2,9 @@
 
 drafts 0 runs transformers' own `generate` (also the independent reference the
 speculative decoder is tested against); drafts > 0 runs `ocr_app.speculative`'s MTP
-self-speculative decoder with the checkpoint's `mtp.*` head.  Both honour
+self-speculative decoder with the checkpoint's `mtp.*` head.  drafts "auto" lets one `AutoDrafts` per
+engine choose K before every round (batched: every step) from what the engine's reads have measured so far;
+its costs are timed on a blank page when it first drafts with auto.  Both honour
 `ban_loops` (`LoopBan` here, `ban_loop_tokens` there: the same rule on the same
 output prefix), so a re-read of a looping page is lossless too.
 """
@@ -24,11 +26,13 @@ from transformers import (
 from transformers.generation.streamers import BaseStreamer
 
 from ocr_app.config import ModelPreset
-from ocr_app.engines.protocol import GenerationSettings, Key, PageText, TextCallback
+from ocr_app.engines.protocol import AUTO_DRAFTS, GenerationSettings, Key, PageText, TextCallback
 from ocr_app.errors import ModelError
 from ocr_app.metrics import PageMetrics
 from ocr_app.prompts import render_page_prompt
 from ocr_app.repetition import loop_tokens
+from ocr_app.speculative.auto import AutoDrafts, AutoDraftsReport
+from ocr_app.speculative.costs import calibrate, dummy_page
 from ocr_app.speculative.decoder import SpeculativeDecoder, top2_gaps
 
 
@@ -96,6 +100,7 @@ class HFEngine:
         self.preset = model
         self.rollback = rollback
         self._decoder = None
+        self._auto: AutoDrafts | None = None
         dtype = torch.float32 if model.hf_dtype == "float32" else torch.bfloat16
         if model.hf_threads is not None:
             torch.set_num_threads(model.hf_threads)
@@ -126,15 +131,29 @@ class HFEngine:
             self._decoder = SpeculativeDecoder(self.model, head, self.stop_token_ids, rollback=self.rollback)
         return self._decoder
 
+    def _auto_drafts(self, settings: GenerationSettings) -> AutoDrafts | None:
+        """The engine's chooser of K when `settings` ask for auto drafts (made, and its costs timed, on first use)."""
+        if settings.drafts != AUTO_DRAFTS:
+            return None
+        if self._auto is None:
+            costs = calibrate(self._speculative_decoder(), self.page_inputs(dummy_page(self.preset)))
+            self._auto = AutoDrafts(self.preset.auto_drafts, costs, "acceptance counted in this run blended with the "
+                                    "preset's prior; costs timed at start, plus the overhead measured from the run's rounds")
+        return self._auto
+
+    def auto_drafts_report(self) -> AutoDraftsReport | None:
+        return self._auto.report() if self._auto is not None else None
+
     def _read_speculative(
         self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None
     ) -> PageText:
         decoder = self._speculative_decoder()
+        auto = self._auto_drafts(settings)
         inputs = self.page_inputs(image)
         streamer = TextStreamer(self.processor.tokenizer, on_text, skip_prompt_tokens=0) if on_text else None
         started = time.perf_counter()
         generation = decoder.generate(
-            inputs, settings, on_tokens=(lambda ids: streamer.put(torch.tensor(ids))) if streamer else None
+            inputs, settings, on_tokens=(lambda ids: streamer.put(torch.tensor(ids))) if streamer else None, auto=auto
         )
         return self._page_text(generation, inputs["input_ids"].shape[1], time.perf_counter() - started, settings)
 
@@ -207,7 +226,7 @@ class HFEngine:
         from ocr_app.speculative.batched import BatchedDecoder
 
         head = self._speculative_decoder().head if settings.drafts else None
-        decoder = BatchedDecoder(self.model, head, self.stop_token_ids, settings.drafts)
+        decoder = BatchedDecoder(self.model, head, self.stop_token_ids, settings.drafts, self._auto_drafts(settings))
         started: dict[Key, float] = {}
         prompt_tokens: dict[Key, int] = {}
 

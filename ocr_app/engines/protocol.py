@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Hashable, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Hashable, Literal, Protocol, TypeVar
 
 from PIL import Image
 
 from ocr_app.errors import ConfigError
 from ocr_app.metrics import PageMetrics
 
+if TYPE_CHECKING:
+    from ocr_app.speculative.auto import AutoDraftsReport
+
 EngineName = Literal["hf", "vllm"]
+# `drafts = "auto"`: K chosen by the engine from measured acceptance and costs (`ocr_app.speculative.auto`).
+AUTO_DRAFTS = "auto"
+Drafts = int | Literal["auto"]
 ENGINE_NAMES: tuple[str, ...] = ("hf", "vllm")
 Key = TypeVar("Key", bound=Hashable)
 TextCallback = Callable[[str], None]
@@ -26,7 +32,7 @@ TextCallback = Callable[[str], None]
 @dataclass(frozen=True)
 class GenerationSettings:
     max_tokens: int
-    drafts: int = 0  # K draft tokens per round from the MTP head; 0 = plain decoding
+    drafts: Drafts = 0  # K draft tokens per round from the MTP head; 0 = plain decoding; "auto": the engine's choice
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int | None = None
@@ -40,10 +46,20 @@ class GenerationSettings:
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
             raise ConfigError("max tokens must be at least 1")
-        if not 0 <= self.drafts <= 7:
-            raise ConfigError(f"drafts must be between 0 and 7, got {self.drafts}")
+        if self.drafts != AUTO_DRAFTS and not (type(self.drafts) is int and 0 <= self.drafts <= 7):
+            raise ConfigError(f"drafts must be {AUTO_DRAFTS} or between 0 and 7, got {self.drafts}")
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             raise ConfigError("need temperature >= 0 and 0 < top_p <= 1")
+
+
+def parse_drafts(text: str) -> Drafts:
+    """`--drafts`' value: a whole number 0-7 or `auto`."""
+    value = text.strip().lower()
+    if value == AUTO_DRAFTS:
+        return AUTO_DRAFTS
+    if not value.isdigit() or not 0 <= int(value) <= 7:
+        raise ConfigError(f"--drafts takes {AUTO_DRAFTS} or a whole number 0-7, got '{text}'")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,10 @@ class Engine(Protocol):
         self, pages: Iterable[tuple[Key, Image.Image]], settings: GenerationSettings, concurrency: int
     ) -> Iterator[tuple[Key, PageText]]:
         """Read many pages, up to `concurrency` at once; results come in completion order."""
+        ...
+
+    def auto_drafts_report(self) -> AutoDraftsReport | None:
+        """What drafts "auto" chose and why over the engine's reads so far; None if it never read with auto."""
         ...
 
     def close(self) -> None: ...

@@ -219,6 +219,9 @@ class RemoteEngine:
             totals.merge(difference(server.spec_counters(), server.counters_at_start))
         return totals
 
+    def auto_drafts_report(self) -> None:
+        return None  # the servers' K is set by `vllm serve`; `make_engine` refuses drafts auto with servers
+
     def close(self) -> None:
         self.client.close()
 

@@ -4,6 +4,8 @@ With K drafts the MTP head proposes K tokens per round and the main model
 verifies them (`speculative_config={"method": "mtp", ...}`); with K = 0 no
 speculative config is given at all.  K is fixed when vLLM starts, so the
 engine is started for one K and restarted only if a read asks for another.
+drafts "auto" is resolved to one K before the start, from the preset's
+`[auto_drafts]` acceptance and recorded costs (`speculative.auto.fixed_choice`).
 
 One `LLMEngine` is driven step by step: `read` runs one request and hands the
 new text to `on_text` after every step (low latency); `read_many` keeps up to
@@ -28,11 +30,12 @@ from PIL import Image
 
 from ocr_app.checkpoint import HeadReport, inspect_mtp_head
 from ocr_app.config import ModelPreset
-from ocr_app.engines.protocol import GenerationSettings, Key, PageText, TextCallback
+from ocr_app.engines.protocol import AUTO_DRAFTS, Drafts, GenerationSettings, Key, PageText, TextCallback
 from ocr_app.engines.spec_counters import from_acceptance_histogram, from_engine_metrics
 from ocr_app.errors import ModelError
 from ocr_app.metrics import PageMetrics, SpecDecodingStats
 from ocr_app.prompts import render_page_prompt
+from ocr_app.speculative.auto import AutoDraftsReport, fixed_choice
 
 log = logging.getLogger(__name__)
 
@@ -107,13 +110,25 @@ class VllmEngine:
     # ban of ours would not hold at drafted positions: a looping page is re-read sampled (`ocr_app.repetition`).
     bans_loops = False
 
-    def __init__(self, model: ModelPreset, drafts: int = 0, enforce_eager: bool | None = None):
+    def __init__(self, model: ModelPreset, drafts: Drafts = 0, enforce_eager: bool | None = None):
         self.preset = model
         self.model_dir = model.resolved_path()
         self.enforce_eager = os.environ.get(EAGER_ENV) == "1" if enforce_eager is None else enforce_eager
         self._request_ids = (str(n) for n in itertools.count())
         self._llm = None
-        self._start(drafts)
+        self._auto: AutoDraftsReport | None = None
+        self._start(self._resolve(drafts))
+
+    def _resolve(self, drafts: Drafts) -> int:
+        """The K to run: auto's is chosen once, before vLLM first starts with it."""
+        if drafts != AUTO_DRAFTS:
+            return drafts
+        if self._auto is None:
+            _, self._auto = fixed_choice(self.preset)
+        return self._auto.last.k
+
+    def auto_drafts_report(self) -> AutoDraftsReport | None:
+        return self._auto
 
     def _start(self, drafts: int) -> None:
         check_model_folder(self.model_dir, drafts)
@@ -159,7 +174,8 @@ class VllmEngine:
         self.prompt = render_page_prompt(tokenizer, self.preset)
         self.stop_token_ids = sorted({tokenizer.convert_tokens_to_ids(t) for t in STOP_TOKENS} - {None})
 
-    def _use_drafts(self, drafts: int) -> None:
+    def _use_drafts(self, drafts: Drafts) -> None:
+        drafts = self._resolve(drafts)
         if drafts != self.drafts:
             log.info("restarting vLLM for %d drafts (was %d)", drafts, self.drafts)
             self.close()

@@ -19,18 +19,25 @@ explicit per row, so a hole shifts nothing.
   token (`cache.RecordedStates` records every position of a verify pass).
 * A finished row is dropped from the batch and columns that are holes in every row are dropped.
 
+With `drafts="auto"` an `AutoDrafts` chooses one K per step for the whole batch (it is told the batch
+size, which scales a round's cost and its tokens alike); a step with no drafts feeds the head nothing, and
+each row's pairs wait for the next step that drafts (`_Rows.pending_*` grow as needed).
+
 Greedy only: sampled reads (a retry's temperature) are read one at a time, where each page's seeded draws
 are its own.  The main model decides every token, so the text is plain greedy decoding's.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
 
+from ocr_app.engines.protocol import AUTO_DRAFTS, Drafts
+from ocr_app.speculative.auto import AutoDrafts
 from ocr_app.speculative.cache import RecordedStates, attention_layers, linear_layers
 from ocr_app.speculative.decoder import Generation, embed_prompt
 from ocr_app.speculative.mtp_head import MTPHead
@@ -121,10 +128,11 @@ class _Rows:
     rope_delta: torch.Tensor  # [B]
     last_token: torch.Tensor  # [B] last output token, fed first in the next step
     # MTP head: the pairs (h_t, x_{t+1}) the head has not seen, left-aligned, pending_count[b] of them per row
-    pending_tokens: torch.Tensor | None = None  # [B, T] x_{t+1}
-    pending_hidden: torch.Tensor | None = None  # [B, T, H] h_t
-    pending_positions: torch.Tensor | None = None  # [3, B, T] M-RoPE positions of h_t
-    pending_count: torch.Tensor | None = None  # [B]; 0 for a row that just joined (head_hidden is ready)
+    # (P columns: at least the largest count)
+    pending_tokens: torch.Tensor | None = None  # [B, P] x_{t+1}
+    pending_hidden: torch.Tensor | None = None  # [B, P, H] h_t
+    pending_positions: torch.Tensor | None = None  # [3, B, P] M-RoPE positions of h_t
+    pending_count: torch.Tensor | None = None  # [B]; 0 for a row that just joined or was just fed to the head
     head_hidden: torch.Tensor | None = None  # [B, H] the head's last g, where pending_count is 0
     last_position: torch.Tensor | None = None  # [B] M-RoPE temporal position of the last pair the head saw
 
@@ -149,14 +157,31 @@ def _cat(mine: torch.Tensor | None, theirs: torch.Tensor, dim: int = 0) -> torch
     return theirs if mine is None else torch.cat([mine, theirs], dim=dim)
 
 
-class BatchedDecoder:
-    """Greedy decoding of many sequences at once; `head` None decodes without drafts."""
+def _right_pad(tensor: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    missing = width - tensor.shape[dim]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = missing
+    return torch.cat([tensor, tensor.new_zeros(shape)], dim=dim)
 
-    def __init__(self, model, head: MTPHead | None, stop_token_ids: list[int], drafts: int):
+
+# _Rows' pending-pair tensors and the dimension of their pair columns
+_PENDING = (("pending_tokens", 1), ("pending_hidden", 1), ("pending_positions", 2))
+
+
+class BatchedDecoder:
+    """Greedy decoding of many sequences at once; `head` None decodes without drafts; `auto` chooses K per
+    step when `drafts` is "auto"."""
+
+    def __init__(self, model, head: MTPHead | None, stop_token_ids: list[int], drafts: Drafts,
+                 auto: AutoDrafts | None = None):
         assert (head is None) == (drafts == 0), "drafting needs the head"
+        assert (auto is not None) == (drafts == AUTO_DRAFTS), "drafts auto needs a chooser"
         self.model = model
         self.head = head
         self.drafts = drafts
+        self.auto = auto
         self.stop_token_ids = set(stop_token_ids)
         self.recorder = RecordedStates()
         self.embed_tokens = model.model.language_model.get_input_embeddings()
@@ -198,9 +223,9 @@ class BatchedDecoder:
     def _join(self, key: Hashable, inputs: dict[str, torch.Tensor], max_tokens: int) -> Generation | None:
         """Prefills one sequence alone and adds it to the batch; its generation if it is already finished."""
         prompt = embed_prompt(self.model, inputs)
-        cache = self.recorder.new_cache(self.model) if self.drafts else DynamicCache(config=self.model.config)
+        cache = self.recorder.new_cache(self.model) if self.head is not None else DynamicCache(config=self.model.config)
         hidden = self._language_model(prompt.embeds, prompt.positions, cache)  # [1, L, H]
-        if self.drafts:
+        if self.head is not None:
             self.recorder.after_prefill(cache)
         first = int(self._greedy(hidden[0, -1]))
         generation = Generation([first], stopped=first in self.stop_token_ids)
@@ -210,7 +235,7 @@ class BatchedDecoder:
         row = _Rows([key], [generation], max_tokens, device, torch.tensor([width], device=device),
                     torch.tensor([prompt.rope_delta], device=device), torch.tensor([first], device=device))
         head_cache = None
-        if self.drafts:
+        if self.head is not None:
             head_cache = DynamicCache()
             # the pairs of the whole prompt and the first token, as the lone decoder's first proposal feeds them
             next_embeds = torch.cat([prompt.embeds[:, 1:], self.embed_tokens(row.last_token[None])], dim=1)
@@ -218,9 +243,9 @@ class BatchedDecoder:
             row.head_hidden = self.head(next_embeds, hidden, mrope, head_cache)[:, -1]  # [1, H]
             row.last_position = mrope[0, :, -1]
             row.pending_count = torch.zeros(1, dtype=torch.long, device=device)
-            row.pending_tokens = torch.zeros(1, self.drafts + 1, dtype=torch.long, device=device)
-            row.pending_hidden = hidden.new_zeros(1, self.drafts + 1, hidden.shape[-1])
-            row.pending_positions = torch.zeros(3, 1, self.drafts + 1, dtype=torch.long, device=device)
+            row.pending_tokens = torch.zeros(1, 0, dtype=torch.long, device=device)
+            row.pending_hidden = hidden.new_zeros(1, 0, hidden.shape[-1])
+            row.pending_positions = torch.zeros(3, 1, 0, dtype=torch.long, device=device)
         self._add(row, cache, head_cache, width)
         return None
 
@@ -236,6 +261,11 @@ class BatchedDecoder:
             self.head_cache.join(head_cache, width)
         rows.keys += row.keys
         rows.generations += row.generations
+        if row.pending_tokens is not None:  # pair columns to the wider of the two
+            width = max(rows.pending_tokens.shape[1], row.pending_tokens.shape[1])
+            for name, dim in _PENDING:
+                setattr(rows, name, _right_pad(getattr(rows, name), width, dim))
+                setattr(row, name, _right_pad(getattr(row, name), width, dim))
         for name in _ROW_TENSORS:
             if getattr(row, name) is not None:
                 setattr(rows, name, _cat(getattr(rows, name), getattr(row, name)))
@@ -247,7 +277,7 @@ class BatchedDecoder:
         text = rows.cached[:, None] + torch.arange(count, device=rows.device)[None, :]  # [B, count]
         return torch.stack([text, *(text + rows.rope_delta[:, None]).expand(3, -1, -1)])
 
-    def _propose(self) -> torch.Tensor:  # -> [B, K] draft ids
+    def _propose(self, drafts: int) -> torch.Tensor:  # -> [B, K] draft ids
         """The head sees each row's newly verified pairs (right-aligned, holes on the left), then chains K-1 steps."""
         rows, head = self.rows, self.head
         width = int(rows.pending_count.max())
@@ -265,25 +295,29 @@ class BatchedDecoder:
             fed = rows.pending_count > 0
             hidden = torch.where(fed[:, None], output[:, -1], hidden)
             rows.last_position = torch.where(fed, positions[0, :, -1], rows.last_position)
-        drafts = [head.logits(hidden).argmax(dim=-1)]  # [B] each
+            rows.head_hidden = hidden
+            rows.pending_count = torch.zeros_like(rows.pending_count)
+        guesses = [head.logits(hidden).argmax(dim=-1)]  # [B] each
         ones = torch.ones(len(rows.keys), 1, dtype=torch.bool, device=rows.device)
-        for step in range(1, self.drafts):
+        for step in range(1, drafts):
             positions = (rows.last_position + step).view(1, -1, 1).expand(3, -1, 1)
             mask = self.head_cache.attention_mask(ones)
-            hidden = head(self.embed_tokens(drafts[-1][:, None]), hidden[:, None], positions, self.head_cache.cache, mask)[:, -1]
-            drafts.append(head.logits(hidden).argmax(dim=-1))
+            hidden = head(self.embed_tokens(guesses[-1][:, None]), hidden[:, None], positions, self.head_cache.cache, mask)[:, -1]
+            guesses.append(head.logits(hidden).argmax(dim=-1))
         # The chained steps' entries are the head's own guesses, never verified pairs: dropped at once.
-        self.head_cache.drop_last(self.drafts - 1)
-        return torch.stack(drafts, dim=1)
+        self.head_cache.drop_last(drafts - 1)
+        return torch.stack(guesses, dim=1)
 
     def _step(self) -> None:
         """One forward of the main model for every row: its last token, and its drafts when drafting."""
-        rows, drafts = self.rows, self.drafts
-        draft_ids = self._propose() if drafts else rows.last_token.new_zeros(len(rows.keys), 0)  # [B, K]
+        rows = self.rows
+        started = time.perf_counter()
+        drafts = self.auto.choose(len(rows.keys)) if self.auto is not None else self.drafts
+        draft_ids = self._propose(drafts) if drafts else rows.last_token.new_zeros(len(rows.keys), 0)  # [B, K]
         fed = torch.cat([rows.last_token[:, None], draft_ids], dim=1)  # [B, K+1]
         positions = self._positions(drafts + 1)
         mask = self.main.attention_mask(torch.ones_like(fed, dtype=torch.bool))
-        if drafts:
+        if self.head is not None:
             with self.recorder.verify_pass(self.main.cache):
                 hidden = self._language_model(self.embed_tokens(fed), positions, self.main.cache, mask)
         else:
@@ -296,15 +330,41 @@ class BatchedDecoder:
         accepted = matches.long().cumprod(dim=1).sum(dim=1)  # [B] leading drafts equal to the main model's own
         bonus = targets.gather(1, accepted[:, None]).squeeze(1)
         kept = accepted + 1
-        if drafts:
+        if self.head is not None:
             self.main.keep_new(drafts + 1, kept)
             self._keep_linear_states(kept)
             # the pairs (h_t, x_{t+1}) this step made final: x_{t+1} are the accepted drafts and the bonus
-            rows.pending_tokens = torch.cat([draft_ids, bonus[:, None]], dim=1).scatter(1, accepted[:, None], bonus[:, None])
-            rows.pending_hidden, rows.pending_positions, rows.pending_count = hidden, positions[1:], kept
-        self._record(draft_ids, accepted, bonus, allowed)
+            tokens = torch.cat([draft_ids, bonus[:, None]], dim=1).scatter(1, accepted[:, None], bonus[:, None])
+            self._append_pending(tokens, hidden, positions[1:], kept)
+        self._record(draft_ids, accepted, bonus, allowed, drafts)
         rows.cached += kept
         rows.last_token = bonus
+        if self.auto is not None:
+            drafted = [(n, a) for n, a in zip(allowed.tolist(), accepted.tolist(), strict=True) if n]
+            self.auto.observe_round(drafts, len(rows.keys), time.perf_counter() - started, drafted)
+
+    def _append_pending(self, tokens: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor,
+                        kept: torch.Tensor) -> None:
+        """Row b's first kept[b] of the T new pairs (tokens [B, T], hidden [B, T, H], positions [3, B, T]) go after
+        its pending ones."""
+        rows = self.rows
+        if not bool(rows.pending_count.any()):  # the head has seen every pair before (it drafted this step)
+            rows.pending_tokens, rows.pending_hidden, rows.pending_positions = tokens, hidden, positions
+            rows.pending_count = kept
+            return
+        count = tokens.shape[1]
+        width = int((rows.pending_count + kept).max())
+        # column of each new pair; the ones not kept go to a spare last column, cut off below
+        target = rows.pending_count[:, None] + torch.arange(count, device=rows.device)[None, :]  # [B, T]
+        target = torch.where(torch.arange(count, device=rows.device)[None, :] < kept[:, None], target, width)
+        for name, dim in _PENDING:
+            value = {"pending_tokens": tokens, "pending_hidden": hidden, "pending_positions": positions}[name]
+            buffer = _right_pad(getattr(rows, name)[(slice(None),) * dim + (slice(0, width),)], width + 1, dim)
+            index = target if dim == 1 else target[None].expand(3, -1, -1)
+            if value.dim() > index.dim():
+                index = index[..., None].expand(*index.shape, value.shape[-1])
+            setattr(rows, name, buffer.scatter(dim, index, value)[(slice(None),) * dim + (slice(0, width),)])
+        rows.pending_count = rows.pending_count + kept
 
     def _keep_linear_states(self, kept: torch.Tensor) -> None:
         """Each row's conv window ends at its kept[b]-th fed input; its recurrent state is the one after it."""
@@ -316,10 +376,12 @@ class BatchedDecoder:
             layer.conv_states[0] = conv.gather(2, columns[:, None, :].expand(-1, conv.shape[1], -1))
             layer.recurrent_states[0] = states[rows, kept - 1].contiguous()  # states: [B, T, Hv, Dk, Dv]
 
-    def _record(self, draft_ids: torch.Tensor, accepted: torch.Tensor, bonus: torch.Tensor, allowed: torch.Tensor) -> None:
+    def _record(self, draft_ids: torch.Tensor, accepted: torch.Tensor, bonus: torch.Tensor, allowed: torch.Tensor,
+                drafts: int) -> None:
         for generation, drafted, num_accepted, token, num_allowed in zip(
             self.rows.generations, draft_ids.tolist(), accepted.tolist(), bonus.tolist(), allowed.tolist(), strict=True
         ):
+            generation.rounds_by_k[drafts] += 1
             if num_allowed:
                 generation.stats.observe_draft(num_allowed, num_accepted)
             new = [*drafted[:num_accepted], token]
@@ -334,6 +396,9 @@ class BatchedDecoder:
         if not any(done):
             return
         finished = [(key, g) for key, g, is_done in zip(rows.keys, rows.generations, done) if is_done]
+        if self.auto is not None:
+            for _, generation in finished:
+                self.auto.observe_sequence(generation.rounds_by_k)
         staying = [row for row, is_done in enumerate(done) if not is_done]
         if staying:
             index = torch.tensor(staying, device=rows.device)

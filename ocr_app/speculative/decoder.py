@@ -10,20 +10,27 @@ main model's logits at every verified position lose the tokens that would end
 the output in a loop after that position's prefix (accepted output + drafts
 before it), as plain decoding's `LoopBan` does, so greedy output stays equal.
 
+With `drafts="auto"` an `AutoDrafts` chooses K before each round and is told what the round accepted and how
+long it took; a round it gives no drafts feeds the head nothing, so the pairs it made wait for the next
+round that drafts.
+
 Positions follow transformers' Qwen3.5 generate: 4 rows [text; M-RoPE t, h, w],
 M-RoPE from `get_rope_index` for the prompt and position + rope delta after it.
 """
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
-from ocr_app.engines.protocol import GenerationSettings
+from ocr_app.engines.protocol import AUTO_DRAFTS, GenerationSettings
 from ocr_app.metrics import SpecDecodingStats
 from ocr_app.repetition import loop_tokens
+from ocr_app.speculative.auto import AutoDrafts
 from ocr_app.speculative.cache import ROLLBACKS
 from ocr_app.speculative.mtp_head import MTPHead
 from ocr_app.speculative.proposer import MTPProposer
@@ -45,6 +52,7 @@ class Generation:
     stopped: bool
     stats: SpecDecodingStats = field(default_factory=SpecDecodingStats)
     top2_gaps: list[float] = field(default_factory=list)  # per token: main model's top-2 logit gap there
+    rounds_by_k: Counter[int] = field(default_factory=Counter)  # verify rounds by the drafts they verified
 
 
 def top2_gaps(logits: torch.Tensor) -> list[float]:  # [T, V] -> T gaps
@@ -83,6 +91,17 @@ def embed_prompt(model, inputs: dict[str, torch.Tensor]) -> Prompt:
     return Prompt(embeds, torch.cat([text, mrope.to(text)], dim=0), rope_delta)
 
 
+Pairs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # x_{t+1} embeds [1, T, H], h_t [1, T, H], positions [3, 1, T]
+
+
+def more_pairs(pending: Pairs | None, new: Pairs) -> Pairs:
+    """Pairs the head has not seen yet, `new` after `pending` (None: the head saw everything before)."""
+    if pending is None:
+        return new
+    return (torch.cat([pending[0], new[0]], dim=1), torch.cat([pending[1], new[1]], dim=1),
+            torch.cat([pending[2], new[2]], dim=2))
+
+
 class SpeculativeDecoder:
     def __init__(self, model, head: MTPHead, stop_token_ids: list[int], rollback: str = "recorded"):
         self.model = model
@@ -104,8 +123,11 @@ class SpeculativeDecoder:
 
     @torch.inference_mode()
     def generate(
-        self, inputs: dict[str, torch.Tensor], settings: GenerationSettings, on_tokens: TokenCallback | None = None
+        self, inputs: dict[str, torch.Tensor], settings: GenerationSettings, on_tokens: TokenCallback | None = None,
+        auto: AutoDrafts | None = None,
     ) -> Generation:
+        """`auto`: the chooser of K, needed (and used) when `settings.drafts` is "auto"."""
+        assert (auto is not None) == (settings.drafts == AUTO_DRAFTS), "drafts auto needs a chooser"
         sampling = settings.temperature > 0
         generator = torch.Generator(self.model.device)
         if settings.seed is None:
@@ -136,11 +158,17 @@ class SpeculativeDecoder:
         if on_tokens:
             on_tokens([first])
         # pairs (h_t, x_{t+1}) the head has not seen yet: the whole prompt and the first token
-        pending = (torch.cat([prompt.embeds[:, 1:], self._embed([first])], dim=1), hidden, prompt.positions[1:])
+        pending: Pairs | None = (torch.cat([prompt.embeds[:, 1:], self._embed([first])], dim=1), hidden,
+                                 prompt.positions[1:])
         cached = prompt.embeds.shape[1]  # tokens in the main cache; the last output token is not yet among them
         while not result.stopped and len(result.token_ids) < settings.max_tokens:
-            num_drafts = min(settings.drafts, settings.max_tokens - len(result.token_ids) - 1)
-            draft_ids, draft_probs = proposer.propose(*pending, num_drafts) if num_drafts else ([], None)
+            round_started = time.perf_counter()
+            k = auto.choose() if auto is not None else settings.drafts
+            num_drafts = min(k, settings.max_tokens - len(result.token_ids) - 1)
+            draft_ids, draft_probs = [], None
+            if num_drafts:
+                draft_ids, draft_probs = proposer.propose(*pending, num_drafts)
+                pending = None
             fed = [result.token_ids[-1], *draft_ids]  # K+1
             embeds, positions = self._embed(fed), self._positions(cached, len(fed), prompt.rope_delta)
             with rollback.verify_pass(cache):
@@ -160,6 +188,12 @@ class SpeculativeDecoder:
             result.top2_gaps.extend(gaps[: len(new)])
             if on_tokens:
                 on_tokens(new)
-            pending = (self._embed(verdict.tokens(draft_ids)), hidden[:, :kept], positions[1:, :, :kept])
+            pending = more_pairs(pending, (self._embed(verdict.tokens(draft_ids)), hidden[:, :kept], positions[1:, :, :kept]))
             cached += kept
+            result.rounds_by_k[num_drafts] += 1
+            if auto is not None:
+                drafted = [(num_drafts, verdict.num_accepted)] if num_drafts else []
+                auto.observe_round(num_drafts, 1, time.perf_counter() - round_started, drafted)
+        if auto is not None:
+            auto.observe_sequence(result.rounds_by_k)
         return result
