@@ -66,9 +66,9 @@ demo: $(STAMP)
 eval-sample: $(STAMP) $(TINY)/config.json tesseract
 	$(VENV)/bin/ocr-eval tob samples/tob-mini --model $(TINY) --drafts 0 --baseline tesseract -o build/eval-sample
 
-# The shipped small model from a training run (`make release-ocr-tiny RUN=TRAINING_RUN_DIR`, 25-35 minutes
+# The shipped small model from a training run (`make release-ocr-tiny RUN=TRAINING_RUN_DIR`, about an hour
 # on 2 cores): export the weights, train the MTP head on the model's own readings of realistic pages (the
-# training corpus's 72 real pages, read by vLLM in bulk, and 40 generated ones), then the README's figures:
+# training corpus's real pages, read by vLLM in bulk, and 40 generated ones), then the README's figures:
 # first the real-document benchmark (model with drafts 0 and 3 beside Tesseract, born-digital and scanned),
 # then the sample benchmark against Tesseract with drafts 0 and 3 (transformers, one page at a time), and vLLM
 # reading all 30 pages at once with drafts 0 and 3 (eager: no compile wait).
