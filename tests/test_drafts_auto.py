@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from itertools import cycle
@@ -105,6 +106,36 @@ def test_at_k0_a_round_now_and_then_drafts_one_token():
     auto = AutoDrafts(AutoDraftsPreset(acceptance=[0.0]), DraftCosts({1: 0.01, 8: 0.02}, 0.001), "test")
     chosen = [auto.choose() for _ in range(2 * PROBE_EVERY)]
     assert chosen.count(1) == 2 and chosen.count(0) == 2 * PROBE_EVERY - 2
+
+
+def test_probes_find_the_best_k_when_the_overhead_grows_with_k():
+    """A round's overhead beyond the timed costs grows with K (the head's feed, verification), as on real
+    pages: measured only at the K being run, it would be borrowed by the others.  Simulated rounds with the
+    true times and seeded acceptance: the chooser must settle on the K of the best true rate."""
+    costs = DraftCosts({1: 0.004, 8: 0.006}, 0.0005)
+    conditional = [0.68, 0.69, 0.68, 0.78, 0.76, 0.75, 0.75]  # real pages' measured acceptance, roughly
+
+    def true_round_s(k):
+        return costs.round_s(k) + 0.0005 + 0.0015 * k
+
+    chained = [1.0]
+    for rate in conditional:
+        chained.append(chained[-1] * rate)
+    true_rates = [sum(chained[: k + 1]) / true_round_s(k) for k in range(MAX_DRAFTS + 1)]
+    best = max(range(MAX_DRAFTS + 1), key=true_rates.__getitem__)
+    assert 0 < best < MAX_DRAFTS  # a case where neither extreme wins
+    auto = AutoDrafts(AutoDraftsPreset(acceptance=[0.93, 0.88, 0.81, 0.74, 0.71]), costs, "test")
+    draw = random.Random(0)
+    chosen = []
+    for _ in range(3000):
+        k = auto.choose()
+        accepted = 0
+        while accepted < k and draw.random() < conditional[accepted]:
+            accepted += 1
+        auto.observe_round(k, 1, true_round_s(k), [(k, accepted)] if k else [])
+        chosen.append(k)
+    assert auto.last.k == best
+    assert chosen[-1000:].count(best) > 0.85 * 1000
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,14 @@ B times as many.  Inputs:
   measured from the wall time of the run's rounds: the median of measured minus predicted time over the
   last rounds at that K once K has `MIN_ROUNDS` of them, else over the last rounds at any K.
 
-Limits: positions beyond the largest K chosen are measured only as far as the prior (or optimism) lets K
-grow; at K = 0 no acceptance is measured, so one round in `PROBE_EVERY` drafts one token instead, to notice
-acceptance that rose.  Each choice is an argmax over 8 K, microseconds against a round's milliseconds.
+Probes: one round in `PROBE_EVERY` runs at a neighbour of the chosen K (K-1 and K+1 in turn), so that
+the neighbours' own round times and the next position's acceptance are measured rather than borrowed.
+Without them the chooser sticks where it starts: a K never run gets the overhead of the K that was run,
+and on real pages (bench_drafts_auto, step-40 002 head) the overhead at K=2 (the head's longer feed and
+verification) priced K=1 too high, so auto ran K=2 at 94% of K=1's rate.  At K = 0 the probe drafts one
+token, which also notices acceptance that rose.  A probe costs at most the gap between the best rate and
+its neighbour's, on one round in `PROBE_EVERY`.  Each choice is an argmax over 8 K, microseconds against
+a round's milliseconds.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ MAX_DRAFTS = 7
 # A round time measured at K counts for K alone once K has this many rounds among the last ROUND_WINDOW.
 MIN_ROUNDS = 8
 ROUND_WINDOW = 64
-PROBE_EVERY = 32  # at K = 0, one round in this many drafts one token, so acceptance keeps being measured
+PROBE_EVERY = 16  # one round in this many runs at a neighbour of the chosen K, so its cost stays measured
 
 
 @dataclass(frozen=True)
@@ -225,7 +230,7 @@ class AutoDrafts:
         self.rounds_by_k: Counter[int] = Counter()
         self.sequences_by_k: Counter[int] = Counter()
         self.last: DraftChoice | None = None
-        self.undrafted = 0  # rounds in a row at K = 0
+        self.choices = 0
 
     def _overhead(self, k: int) -> float:
         own = self.overheads[k]
@@ -234,14 +239,16 @@ class AutoDrafts:
         return statistics.median(self.all_overheads) if self.all_overheads else 0.0
 
     def choose(self, batch: int = 1) -> int:
-        """K for the next round of `batch` sequences (the best expected rate, or a probe of K = 1)."""
+        """K for the next round of `batch` sequences: the best expected rate, or now and then a neighbour of it."""
         acceptance = self.counts.acceptance(self.prior, self.preset.prior_weight)
         self.last = choose(acceptance, self.costs, batch, self._overhead)
-        if self.last.k:
-            self.undrafted = 0
+        self.choices += 1
+        if self.choices % PROBE_EVERY:
             return self.last.k
-        self.undrafted += 1
-        return 1 if self.undrafted % PROBE_EVERY == 0 else 0
+        below = (self.choices // PROBE_EVERY) % 2 == 1  # probes alternate below and above
+        if self.last.k == MAX_DRAFTS or (below and self.last.k > 0):
+            return self.last.k - 1
+        return self.last.k + 1
 
     def observe_round(self, k: int, batch: int, wall_s: float, drafted: Sequence[tuple[int, int]]) -> None:
         """A round of K drafts for `batch` sequences took `wall_s`; `drafted`: (drafts verified, accepted) per
