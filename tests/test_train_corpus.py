@@ -16,6 +16,7 @@ from ocr_app.train_ocr.corpus import (
     CORPUS_ROOT,
     EVALUATION_REPOS,
     corpus_pages,
+    gate_problems,
     load_corpus,
 )
 from ocr_app.train_ocr.data import draw_examples, held_out_examples
@@ -78,6 +79,40 @@ def test_hidden_text_and_text_without_ink_are_not_kept(tmp_path):
         document.save(tmp_path / "hidden.pdf")
     cut = render_and_cut(tmp_path / "hidden.pdf", 1, BUDGET, RECIPE.regions)
     assert [part.text for part in cut.parts] == ["Görünen satır burada"]
+
+
+def _one_page(lines: list[tuple[str, int]]) -> bytes:
+    """A one-page PDF of `lines`, each (text, render mode), in DejaVu Sans."""
+    with pymupdf.open() as document:
+        page = document.new_page(width=595, height=842)
+        for row, (text, mode) in enumerate(lines):
+            page.insert_text((72, 90 + 20 * row), text, fontsize=11, fontname="sans",
+                             fontfile=str(FONTS_DIR / "DejaVuSans.ttf"), render_mode=mode)
+        return document.tobytes()
+
+
+TURKISH_LINE = "Gereğinin yapılmasını saygılarımla arz ederim. İlgi: 12.03.2024 tarihli dilekçeniz (1/2)."
+
+
+@pytest.mark.parametrize(("lines", "problem"), [
+    ([(TURKISH_LINE, 0)], None),
+    ([("Kısa", 0)], "no text layer"),
+    ([(TURKISH_LINE, 0), ("Görünmeyen katman, taranmış sayfanın altındaki metin", 3)], "invisible text"),
+    ([("Please find the attached invoice for the services rendered in March.", 0)], "no Turkish letters"),
+    ([("YÜKSEKÖĞRETĠM KURUMLARI DĠSĠPLĠN SORUġTURMASI ESASLARI VE ÖRNEKLERİ", 0)], "outside Turkish text: Ġġ"),
+    ([(TURKISH_LINE + " Bas¸vuru ve o¨grenci", 0)], "broken letters"),
+])
+def test_gate_passes_intact_turkish_text_only(lines, problem):
+    problems = gate_problems(_one_page(lines))
+    if problem is None:
+        assert problems == []
+    else:
+        assert any(problem in found for found in problems), problems
+
+
+def test_every_corpus_pdf_passes_the_gate():
+    for document in load_corpus():
+        assert gate_problems((CORPUS_ROOT / document.file).read_bytes()) == [], document.file
 
 
 def test_training_corpus_comes_from_no_benchmark_or_evaluation_source():
