@@ -20,7 +20,7 @@ from ocr_app.train_ocr.corpus import (
     load_corpus,
 )
 from ocr_app.train_ocr.data import draw_examples, held_out_examples
-from ocr_app.train_ocr.textlayer import render_and_cut
+from ocr_app.train_ocr.textlayer import PAGES_CACHED, render_and_cut
 
 RECIPE = load_train_config(PROJECT_ROOT / "configs" / "train_ocr.toml")
 BUDGET = PixelBudget(min_pixels=RECIPE.model.min_pixels, max_pixels=RECIPE.model.max_pixels)
@@ -113,6 +113,8 @@ def test_gate_passes_intact_turkish_text_only(lines, problem):
 def test_every_corpus_pdf_passes_the_gate():
     for document in load_corpus():
         assert gate_problems((CORPUS_ROOT / document.file).read_bytes()) == [], document.file
+    # Training and evaluation draw parts of every page, held out or not: all of them must fit the page cache.
+    assert len(corpus_pages(True)) + len(corpus_pages(False)) <= PAGES_CACHED
 
 
 def test_training_corpus_comes_from_no_benchmark_or_evaluation_source():
