@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pymupdf
 import pytest
 
@@ -20,7 +21,7 @@ from ocr_app.train_ocr.corpus import (
     load_corpus,
 )
 from ocr_app.train_ocr.data import draw_examples, held_out_examples
-from ocr_app.train_ocr.textlayer import PAGES_CACHED, render_and_cut
+from ocr_app.train_ocr.textlayer import PAGES_CACHED, LayerWord, _explained, render_and_cut
 
 RECIPE = load_train_config(PROJECT_ROOT / "configs" / "train_ocr.toml")
 BUDGET = PixelBudget(min_pixels=RECIPE.model.min_pixels, max_pixels=RECIPE.model.max_pixels)
@@ -79,6 +80,17 @@ def test_hidden_text_and_text_without_ink_are_not_kept(tmp_path):
         document.save(tmp_path / "hidden.pdf")
     cut = render_and_cut(tmp_path / "hidden.pdf", 1, BUDGET, RECIPE.regions)
     assert [part.text for part in cut.parts] == ["Görünen satır burada"]
+
+
+def test_a_part_answers_only_for_words_inside_it():
+    """Where two lines overlap in one band (a red stamp line over a footer line), a word of one line can reach
+    past the edge of a part of the other: that part's image shows only some of the word, so it is not kept."""
+    inked = np.zeros(200, dtype=bool)  # [W] the band's ink columns
+    inked[20:60] = inked[70:150] = True
+    word = LayerWord(left=70, top=0, right=150, bottom=20, text="89BCC867-A59D", bold=False)
+    assert _explained(inked, [word], (65, 160), 20)
+    assert not _explained(inked, [word], (100, 160), 20)  # the part's edge cuts the word
+    assert not _explained(inked, [word], (60, 120), 20)
 
 
 def _one_page(lines: list[tuple[str, int]]) -> bytes:
