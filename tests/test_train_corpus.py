@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pymupdf
 import pytest
 
@@ -16,10 +17,11 @@ from ocr_app.train_ocr.corpus import (
     CORPUS_ROOT,
     EVALUATION_REPOS,
     corpus_pages,
+    gate_problems,
     load_corpus,
 )
 from ocr_app.train_ocr.data import draw_examples, held_out_examples
-from ocr_app.train_ocr.textlayer import render_and_cut
+from ocr_app.train_ocr.textlayer import PAGES_CACHED, LayerWord, _explained, render_and_cut
 
 RECIPE = load_train_config(PROJECT_ROOT / "configs" / "train_ocr.toml")
 BUDGET = PixelBudget(min_pixels=RECIPE.model.min_pixels, max_pixels=RECIPE.model.max_pixels)
@@ -78,6 +80,53 @@ def test_hidden_text_and_text_without_ink_are_not_kept(tmp_path):
         document.save(tmp_path / "hidden.pdf")
     cut = render_and_cut(tmp_path / "hidden.pdf", 1, BUDGET, RECIPE.regions)
     assert [part.text for part in cut.parts] == ["Görünen satır burada"]
+
+
+def test_a_part_answers_only_for_words_inside_it():
+    """Where two lines overlap in one band (a red stamp line over a footer line), a word of one line can reach
+    past the edge of a part of the other: that part's image shows only some of the word, so it is not kept."""
+    inked = np.zeros(200, dtype=bool)  # [W] the band's ink columns
+    inked[20:60] = inked[70:150] = True
+    word = LayerWord(left=70, top=0, right=150, bottom=20, text="89BCC867-A59D", bold=False)
+    assert _explained(inked, [word], (65, 160), 20)
+    assert not _explained(inked, [word], (100, 160), 20)  # the part's edge cuts the word
+    assert not _explained(inked, [word], (60, 120), 20)
+
+
+def _one_page(lines: list[tuple[str, int]]) -> bytes:
+    """A one-page PDF of `lines`, each (text, render mode), in DejaVu Sans."""
+    with pymupdf.open() as document:
+        page = document.new_page(width=595, height=842)
+        for row, (text, mode) in enumerate(lines):
+            page.insert_text((72, 90 + 20 * row), text, fontsize=11, fontname="sans",
+                             fontfile=str(FONTS_DIR / "DejaVuSans.ttf"), render_mode=mode)
+        return document.tobytes()
+
+
+TURKISH_LINE = "Gereğinin yapılmasını saygılarımla arz ederim. İlgi: 12.03.2024 tarihli dilekçeniz (1/2)."
+
+
+@pytest.mark.parametrize(("lines", "problem"), [
+    ([(TURKISH_LINE, 0)], None),
+    ([("Kısa", 0)], "no text layer"),
+    ([(TURKISH_LINE, 0), ("Görünmeyen katman, taranmış sayfanın altındaki metin", 3)], "invisible text"),
+    ([("Please find the attached invoice for the services rendered in March.", 0)], "no Turkish letters"),
+    ([("YÜKSEKÖĞRETĠM KURUMLARI DĠSĠPLĠN SORUġTURMASI ESASLARI VE ÖRNEKLERİ", 0)], "outside Turkish text: Ġġ"),
+    ([(TURKISH_LINE + " Bas¸vuru ve o¨grenci", 0)], "broken letters"),
+])
+def test_gate_passes_intact_turkish_text_only(lines, problem):
+    problems = gate_problems(_one_page(lines))
+    if problem is None:
+        assert problems == []
+    else:
+        assert any(problem in found for found in problems), problems
+
+
+def test_every_corpus_pdf_passes_the_gate():
+    for document in load_corpus():
+        assert gate_problems((CORPUS_ROOT / document.file).read_bytes()) == [], document.file
+    # Training and evaluation draw parts of every page, held out or not: all of them must fit the page cache.
+    assert len(corpus_pages(True)) + len(corpus_pages(False)) <= PAGES_CACHED
 
 
 def test_training_corpus_comes_from_no_benchmark_or_evaluation_source():

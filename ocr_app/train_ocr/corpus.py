@@ -16,7 +16,9 @@ stylesheets included), nor from the repositories kept for an independent evaluat
 from __future__ import annotations
 
 import argparse
+import string
 import sys
+import unicodedata
 from pathlib import Path
 
 import pymupdf
@@ -34,6 +36,23 @@ EVALUATION_REPOS = frozenset(repo.lower() for repo in (
     "YusufAlperGulden/Fatura_Okuma_Program-", "ozgurshahin/Show-Todays-Date", "ozanbabatas59/dilekcematik",
     "tuncerdabak/emlakimza", "senazisanyildiz-cyber/MersinEtkinZumre", "agyaglikci/tez",
 ))
+
+
+# The gate a PDF passes before it enters the corpus (`gate_problems`).  Characters a Turkish page is written in:
+# letters (the circumflexed vowels of loanwords included), digits, ASCII and typographic punctuation.
+TURKISH_TEXT = frozenset(
+    string.ascii_letters + string.digits + string.punctuation
+    + "ÇĞİÖŞÜçğıöşüÂÎÛâîû" + "“”‘’«»–—…•·°§€₺½¼¾²³±×÷≤≥"
+)
+# At most this share of a PDF's non-space characters may lie outside `TURKISH_TEXT` (a symbol font's bullets, a
+# stray foreign name); more means a broken encoding, or a page that is not Turkish text.
+FOREIGN_SHARE = 0.004
+# The letters a page of Turkish words cannot lack; their absence means they were mapped to ASCII or lost.
+TURKISH_MARKS = frozenset("şğıİçöü")
+# Marks that old TeX fonts and some PDF writers emit beside a base letter instead of one precomposed letter ("s¸").
+LOOSE_ACCENTS = frozenset("¸˘˙¨˛´") | {chr(code) for code in range(0x300, 0x370)}
+# A page with fewer non-space characters in its text layer has no text worth reading (a figure, a scan).
+MIN_PAGE_CHARS = 40
 
 
 class CorpusDocument(BaseModel):
@@ -81,6 +100,39 @@ def cut_pages(data: bytes, pages: list[int]) -> bytes:
             kept.insert_pdf(source, from_page=number - 1, to_page=number - 1)
         kept.subset_fonts()
         return kept.tobytes(garbage=4, deflate=True)
+
+
+def gate_problems(data: bytes) -> list[str]:
+    """Why the PDF `data` may not enter the corpus (empty when it may): a Type3 font (glyphs drawn as curves,
+    often with no usable text), a page without text, invisible text (an OCR layer under a scan), more than
+    `FOREIGN_SHARE` of characters outside `TURKISH_TEXT`, Turkish letters missing (none of `TURKISH_MARKS`) or
+    broken (a replacement character, a loose accent beside its letter)."""
+    problems = []
+    text = []
+    with pymupdf.open(stream=data, filetype="pdf") as pdf:
+        for index, page in enumerate(pdf):
+            number = index + 1
+            if any(font[2] == "Type3" for font in pdf.get_page_fonts(index)):
+                problems.append(f"page {number}: a Type3 font")
+            page_text = page.get_text()
+            if sum(not char.isspace() for char in page_text) < MIN_PAGE_CHARS:
+                problems.append(f"page {number}: no text layer")
+            # texttrace type 3 is text drawn in render mode 3 (invisible), as OCR tools lay it under a scan.
+            if any(span["type"] == 3 and span["chars"] for span in page.get_texttrace()):
+                problems.append(f"page {number}: invisible text (an OCR layer?)")
+            text.append(page_text)
+    # NFKC spells ligatures out (fi, fl), as `textlayer` reads them.
+    chars = [char for char in unicodedata.normalize("NFKC", "".join(text)) if not char.isspace()]
+    foreign = sorted({char for char in chars if char not in TURKISH_TEXT})
+    share = sum(char not in TURKISH_TEXT for char in chars) / max(1, len(chars))
+    if share > FOREIGN_SHARE:
+        problems.append(f"{share:.2%} of characters outside Turkish text: {''.join(foreign[:20])}")
+    if not TURKISH_MARKS & set(chars):
+        problems.append("no Turkish letters (ş ğ ı İ ç ö ü)")
+    broken = sorted(set(chars) & (LOOSE_ACCENTS | {"\ufffd"}))
+    if broken:
+        problems.append(f"broken letters: {' '.join(repr(char) for char in broken)}")
+    return problems
 
 
 def main() -> None:

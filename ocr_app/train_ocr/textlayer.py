@@ -7,7 +7,7 @@ functions `regions.page_regions` uses; no deskew, a born-digital page is level. 
 (`page.get_text("words")`, boxes in PDF points) is mapped to the page's pixels by the render's scale and given to
 the band holding its box's middle row and the part holding its middle column.  A part is kept only when its
 text is exact: every ink column of it lies under one of its words (no logo, signature or text drawn as
-curves) and each of its words has ink there (no hidden text).
+curves), each of its words has ink there (no hidden text) and lies inside it (no word its edge cuts).
 A part's answer is its words in reading order, runs of bold words in `**`, a table's cell as `cell_text`
 writes it, as the synthetic band samples are written (`synth.bands`).
 """
@@ -39,8 +39,9 @@ UNEXPLAINED_INK = 0.5
 WORD_SLACK = 0.15
 # A word shows when at least this share of its columns hold ink in its band.
 WORD_INKED = 0.2
-# Every page of the corpus (72 training pages of ~3 MB each rendered): a page costs ~0.5 s to render and cut.
-PAGES_CACHED = 96
+# Every page of the corpus (120 pages, training and held out, ~3 MB each rendered, ~380 MB in all): a page
+# costs ~0.5 s to render and cut, so a cache smaller than the corpus would render pages again and again.
+PAGES_CACHED = 128
 
 
 @dataclass(frozen=True)
@@ -128,10 +129,13 @@ def words_text(words: list[LayerWord]) -> str:
 
 def _explained(inked: np.ndarray, words: list[LayerWord], columns: tuple[int, int], height: int) -> bool:
     """Whether the ink columns of a part (`inked`: [W] bool, the band's) at `columns` are all under its words,
-    and each word has ink under it."""
+    each word has ink under it, and each word lies inside the part (a word its edge cuts, as where two lines
+    overlap in one band, would answer for ink the part's image does not show)."""
     covered = np.zeros_like(inked)
     for word in words:
         slack = WORD_SLACK * (word.bottom - word.top)
+        if word.left < columns[0] - slack or word.right > columns[1] + slack:
+            return False
         left, right = max(0, int(word.left - slack)), min(inked.size, int(np.ceil(word.right + slack)))
         span = inked[int(word.left) : max(int(word.left) + 1, int(np.ceil(word.right)))]
         if span.size == 0 or span.mean() < WORD_INKED:
