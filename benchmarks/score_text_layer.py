@@ -15,11 +15,10 @@ import argparse
 from pathlib import Path
 
 from ocr_app.baselines import tesseract
-from ocr_app.cli.common import quiet_libraries
 from ocr_app.cli.read import build_job
 from ocr_app.config import PixelBudget
 from ocr_app.documents import open_document
-from ocr_app.engine_factory import make_engine
+from ocr_app.engine_factory import make_engine, quiet_libraries
 from ocr_app.pages import DEFAULT_DPI, iter_pages
 from ocr_app.pipeline import read_documents
 from ocr_app.realbench import text_layer

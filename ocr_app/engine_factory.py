@@ -20,6 +20,14 @@ from ocr_app.repetition import RetryDegenerate
 ENGINE_PACKAGES = {"hf": "transformers", "vllm": "vllm"}
 
 
+def quiet_libraries() -> None:
+    """Keep stderr for our own progress and errors (commands, Ray replicas): no load bars or kernel-fallback notes."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def installed(name: str) -> bool:
     return importlib.util.find_spec(ENGINE_PACKAGES[name]) is not None
 

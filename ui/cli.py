@@ -20,9 +20,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ocr_app.cli.common import ENGINE_HELP, MODEL_HELP, quiet_libraries, report_errors
+from ocr_app.cli.common import ENGINE_HELP, MODEL_HELP, report_errors
 from ocr_app.config import default_model_name, load_model_preset
-from ocr_app.engine_factory import make_engine
+from ocr_app.engine_factory import make_engine, quiet_libraries
 from ocr_app.errors import OcrError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)

@@ -73,8 +73,7 @@ class PageReader:
     """One replica: an engine started once per actor, reading the batches Ray Data hands it."""
 
     def __init__(self, engine_name: str, job: ReadJob):
-        from ocr_app.cli.common import quiet_libraries
-        from ocr_app.engine_factory import make_engine
+        from ocr_app.engine_factory import make_engine, quiet_libraries
 
         quiet_libraries()
         self.job = job

@@ -17,14 +17,6 @@ ENGINE_HELP = f"Engine: {' or '.join(ENGINE_NAMES)} (hf: transformers)."
 MAX_TOKENS_HELP = "Most tokens written per page; default: the model preset's max_tokens."
 
 
-def quiet_libraries() -> None:
-    """Keep stderr for our own progress and errors: no load bars or kernel-fallback notes."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-
-
 @contextmanager
 def report_errors() -> Iterator[None]:
     try:

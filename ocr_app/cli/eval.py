@@ -24,9 +24,9 @@ from typing import Annotated, Optional
 import typer
 from tqdm import tqdm
 
-from ocr_app.cli.common import ENGINE_HELP, MAX_TOKENS_HELP, MODEL_HELP, quiet_libraries, report_errors
+from ocr_app.cli.common import ENGINE_HELP, MAX_TOKENS_HELP, MODEL_HELP, report_errors
 from ocr_app.config import ModelPreset, default_model_name, load_model_preset
-from ocr_app.engine_factory import make_engine
+from ocr_app.engine_factory import make_engine, quiet_libraries
 from ocr_app.engines.protocol import Drafts, parse_drafts
 from ocr_app.errors import OcrError
 from ocr_app.evaluation import Evaluation, draft_order, evaluate, prepare_images

@@ -24,11 +24,11 @@ from tqdm import tqdm
 from ocr_app.batch.command import BatchSettings, read_folder, recorded_settings
 from ocr_app.batch.ray_run import LOCAL, is_ray_address
 from ocr_app.batch.runner import DEFAULT_MAX_ATTEMPTS
-from ocr_app.cli.common import ENGINE_HELP, MAX_TOKENS_HELP, MODEL_HELP, quiet_libraries, report_errors
+from ocr_app.cli.common import ENGINE_HELP, MAX_TOKENS_HELP, MODEL_HELP, report_errors
 from ocr_app.config import default_model_name, drafts_for, load_mode_preset, load_model_preset
 from ocr_app.documents import find_documents
 from ocr_app.engines.protocol import Drafts, GenerationSettings, parse_drafts
-from ocr_app.engine_factory import default_engine, make_engine
+from ocr_app.engine_factory import default_engine, make_engine, quiet_libraries
 from ocr_app.errors import OcrError
 from ocr_app.metrics import RunMetrics
 from ocr_app.outputs import DEFAULT_PAGE_SEPARATOR, DocumentResult, render_json, render_markdown, write_atomic

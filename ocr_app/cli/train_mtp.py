@@ -15,7 +15,8 @@ import typer
 from rich.console import Console
 from tqdm import tqdm
 
-from ocr_app.cli.common import quiet_libraries, report_errors
+from ocr_app.cli.common import report_errors
+from ocr_app.engine_factory import quiet_libraries
 
 app = typer.Typer(add_completion=False, help=__doc__.splitlines()[0])
 

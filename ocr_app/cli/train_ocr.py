@@ -22,7 +22,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ocr_app.cli.common import quiet_libraries, report_errors
+from ocr_app.cli.common import report_errors
+from ocr_app.engine_factory import quiet_libraries
 from ocr_app.config import PROJECT_ROOT
 from ocr_app.errors import ConfigError
 
