@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ocr_app.engine_factory import quiet_libraries
 from ocr_app.cli.train_ocr import DEFAULT_CONFIG
+from ocr_app.engine_factory import quiet_libraries
 from ocr_app.synth import LEVELS
 from ocr_app.train_ocr.config import Stage, load_train_config
 from ocr_app.train_ocr.data import draw_examples

@@ -23,8 +23,8 @@ from typing import Annotated, Optional
 import typer
 
 from ocr_app.cli.common import report_errors
-from ocr_app.engine_factory import quiet_libraries
 from ocr_app.config import PROJECT_ROOT
+from ocr_app.engine_factory import quiet_libraries
 from ocr_app.errors import ConfigError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__.splitlines()[0])
