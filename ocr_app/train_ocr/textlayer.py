@@ -39,7 +39,7 @@ UNEXPLAINED_INK = 0.5
 WORD_SLACK = 0.15
 # A word shows when at least this share of its columns hold ink in its band.
 WORD_INKED = 0.2
-# Every page of the corpus (124 pages, training and held out, ~3 MB each rendered, ~380 MB in all): a page
+# Every page of the corpus (122 pages, training and held out, ~3 MB each rendered, ~370 MB in all): a page
 # costs ~0.5 s to render and cut, so a cache smaller than the corpus would render pages again and again.
 PAGES_CACHED = 128
 
