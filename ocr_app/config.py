@@ -91,6 +91,9 @@ class RegionSplit(_Strict):
     # A skewed page (a scan's, turned by a degree or two) is turned upright before it is cut: skewed lines run
     # into each other's rows, and no blank row parts them.
     deskew: bool = False
+    # Each band keeps only its own lines' ink (`regions.own_ink`): cut between lines set tight, a band's edge rows
+    # hold specks of its neighbours' descenders and accents.
+    own_ink: bool = False
 
     @model_validator(mode="after")
     def _positive(self) -> RegionSplit:

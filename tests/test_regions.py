@@ -13,8 +13,10 @@ from ocr_app.config import RegionSplit
 from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.regions import (
     CHUNK_CUT_FROM, MAX_ENLARGEMENT, SEPARATOR, WORD_GAP, ReadByRegions, band_rows, cell_columns, cell_text,
-    deskewed, erase_rules, ink_per_row, ink_rows, inked_columns, joined_text, line_chunks, line_height, page_regions, split_page, table_row,
+    deskewed, erase_rules, ink_per_row, ink_rows, inked_columns, joined_text, line_chunks, line_height, line_heights,
+    own_ink, page_regions, split_page, table_row,
 )
+from ocr_app.regions.ink import INK_CONTRAST
 from ocr_app.regions.reader import _SeparatedStream
 from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
@@ -89,36 +91,59 @@ def test_ink_without_blank_rows_stays_one_band_and_blank_pages_are_read_whole():
     assert split_page(blank, SPLIT, TOKEN_SIDE) == [blank]
 
 
-def _tight_paragraph(lines: list[str], family: str) -> tuple[Image.Image, list[np.ndarray]]:
+def _tight_paragraph(lines: list[str], family: str) -> tuple[Image.Image, list[np.ndarray], list[np.ndarray]]:
     """Lines stacked so close that each line's descenders share rows with the next one's ascenders (no blank
-    row between them), and each line's body rows on that page (rows holding half its busiest row's ink)."""
+    row between them), each line's body rows on that page (rows holding half its busiest row's ink) and each
+    line's own ink on it ([H, W] bool, ink as `regions` sees it on white paper)."""
     style = random_style(random.Random(5), (family,), (22, 22))
     images = [np.asarray(render_line(line, style).convert("L")) for line in lines]
     width = max(image.shape[1] for image in images)
     page = np.full((16 + sum(image.shape[0] for image in images), width + 16), 255, dtype=np.uint8)
-    bodies, top = [], 8
+    bodies, owns, top = [], [], 8
     for image in images:
         top -= int(np.flatnonzero((image < 128).any(axis=1))[0]) if bodies else 0
         own = np.full_like(page, 255)
         own[top : top + image.shape[0], 8 : 8 + image.shape[1]] = image
         page = np.minimum(page, own)
+        owns.append(own < 255 - INK_CONTRAST)
         ink = (own < 128).sum(axis=1)
         bodies.append(np.flatnonzero(ink >= 0.5 * ink.max()))
         inked = np.flatnonzero(ink)
         top = int(inked[-1]) - 1  # the next line's first ink row lies on this one's last two rows
-    return Image.fromarray(page[: top + 16]).convert("RGB"), bodies
+    end = top + 16
+    return Image.fromarray(page[:end]).convert("RGB"), bodies, [own[:end] for own in owns]
 
 
 @pytest.mark.parametrize("family", ["sans", "serif", "condensed", "mono"])
 def test_lines_set_without_blank_rows_between_are_cut_between_them(family):
     lines = ["Şoför yağmurda güçlükle ilerledi", "İzmir'de Ağustos ılık geçti", "Gölgeli yoğurt ağzı", "Ülkü ile Gökçe geldi"]
-    page, bodies = _tight_paragraph(lines, family)
+    page, bodies, _ = _tight_paragraph(lines, family)
     split = RegionSplit(max_height=32, cut_between_lines=True)  # under two lines of 22-px type
     assert len(band_rows(page, split.model_copy(update={"cut_between_lines": False}))) == 1
     rows = band_rows(page, split)
     assert len(rows) == len(lines)
     for (top, bottom), body in zip(rows, bodies):
         assert top <= body[0] and body[-1] < bottom  # each band holds one whole line's letters
+
+
+@pytest.mark.parametrize("family", ["sans", "serif"])
+def test_a_band_cut_between_tight_lines_keeps_only_its_own_lines_ink(family):
+    lines = ["Şoför yağmurda güçlükle ilerledi", "İzmir'de Ağustos ılık geçti", "Gölgeli yoğurt ağzı", "Ülkü ile Gökçe geldi"]
+    page, _, owns = _tight_paragraph(lines, family)
+    split = RegionSplit(max_height=32, cut_between_lines=True)
+    rows = band_rows(page, split)
+    assert len(rows) == len(lines)
+    kept = np.asarray(own_ink(page, rows, line_heights(ink_per_row(page), rows)).convert("L")) < 255 - INK_CONTRAST
+    before = np.asarray(page.convert("L")) < 255 - INK_CONTRAST
+    foreign_before = foreign_after = 0
+    for (top, bottom), own in zip(rows, owns):
+        mine = own[top:bottom]
+        foreign_before += int((before[top:bottom] & ~mine).sum())
+        foreign_after += int((kept[top:bottom] & ~mine).sum())
+        assert (kept[top:bottom] & mine).sum() >= 0.97 * mine.sum()  # the line's own ink stays
+    # Cut between the lines, the bands held the neighbours' tails and accents; what is left of them is where
+    # strokes of two lines touch.
+    assert foreign_before > 50 and foreign_after <= 0.25 * foreign_before
 
 
 def _ink_pixels(image: Image.Image) -> int:

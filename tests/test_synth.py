@@ -312,6 +312,12 @@ def test_real_tokens_are_dictionary_words_with_suffixes_and_formats():
     tokens = [text.real_token(random.Random(seed)) for seed in range(400)]
     assert sum(token in words for token in tokens) > 200
     assert any(token.endswith(("TL", "₺", "TRY", "EUR")) or token.startswith(("USD", "$", "€", "₺")) for token in tokens)
+    marked = [text.punctuated(random.Random(seed)) for seed in range(400)]
+    amendments = [token for token in marked if token.startswith(tuple(f"({kind}:" for kind in text.AMENDMENTS))]
+    assert amendments and all(re.fullmatch(r"\([^:]+: ?\d{1,2}/\d{1,2}/\d{4}-\d{4}/\d{1,3} md\.\)", token) for token in amendments)
+    assert any(token.startswith("“") and token.rstrip(",.").endswith("”") for token in marked)
+    assert any("’" in token for token in marked) and any(token.startswith("E-") for token in marked)
+    assert sum(any(mark in token for mark in "()“”‘’';%[") for token in tokens) > 15  # about a tenth of real tokens
     # A dictionary word is a stem with its suffixes: far longer on average than the stems' lists.
     assert sum(map(len, words)) / len(words) > 9
 

@@ -30,7 +30,8 @@ One module per step:
     deskew.py  a skewed scan turned level (`deskewed`)
     rules.py   a table's borders erased (`erase_rules`)
     ink.py     which rows and columns hold ink; a line's height
-    bands.py   rows cut into bands; a band enlarged and padded as the model reads it (`cut_band`)
+    bands.py   rows cut into bands, each keeping its own lines' ink (`own_ink`); a band enlarged and
+               padded as the model reads it (`cut_band`)
     tables.py  a space-set table's rows cut into cells (`table_cells`)
     chunks.py  a long line cut at word gaps (`line_chunks`)
     page.py    the steps in order: a page to the images the model reads (`page_regions`, `split_page`)
@@ -38,7 +39,7 @@ One module per step:
     reader.py  `ReadByRegions`, the engine wrapper
 """
 
-from ocr_app.regions.bands import MAX_ENLARGEMENT, band_rows, cut_band, enlargement, rows_of_bands
+from ocr_app.regions.bands import MAX_ENLARGEMENT, band_rows, cut_band, enlargement, own_ink, rows_of_bands
 from ocr_app.regions.chunks import CHUNK_CUT_FROM, WORD_GAP, line_chunks
 from ocr_app.regions.deskew import deskewed, skew_angle
 from ocr_app.regions.ink import ink_per_row, ink_rows, inked_columns, line_height, line_heights, paper_color
@@ -51,6 +52,6 @@ from ocr_app.regions.text import SEPARATOR, cell_text, joined_text, table_row
 __all__ = [
     "CHUNK_CUT_FROM", "MAX_ENLARGEMENT", "SEPARATOR", "WORD_GAP", "Band", "ReadByRegions", "band_parts", "band_rows",
     "cell_columns", "cell_text", "cut_band", "deskewed", "enlargement", "erase_rules", "ink_per_row", "ink_rows",
-    "inked_columns", "joined_text", "line_chunks", "line_height", "line_heights", "page_regions", "paper_color",
+    "inked_columns", "joined_text", "line_chunks", "line_height", "line_heights", "own_ink", "page_regions", "paper_color",
     "rows_of_bands", "skew_angle", "split_page", "table_cells", "table_row",
 ]

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 from PIL import Image, ImageOps
 
 from ocr_app.config import RegionSplit
-from ocr_app.regions.ink import INK_SHARE, LIGHT_SHARE, ink_per_row, inner_runs
+from ocr_app.regions.ink import INK_CONTRAST, INK_SHARE, LIGHT_SHARE, ink_per_row, inner_runs, paper_color
 
 # A line's body holds at least this share: a cut between two lines has one's body on either side (the light
 # rows between a descender's stem and its heavier tail, at the foot of a line, are not between lines).
 BODY_SHARE = 0.25
 # Past this, enlarging only blurs: a line 10 rows high holds no more detail at 40.
 MAX_ENLARGEMENT = 3.0
+# A stroke of ink from a neighbouring band is erased from a band when fewer of its rows than this share of the
+# band's line height lie in the band: a descender's tail or an accent, not a letter two touching lines share.
+FOREIGN_SHARE = 0.5
 
 
 def valley_row(ink: np.ndarray) -> int | None:
@@ -70,6 +74,28 @@ def rows_of_bands(ink: np.ndarray, width: int, split: RegionSplit) -> list[tuple
         band_ink = np.flatnonzero(inked[top:bottom])
         bands.append((top + int(band_ink[0]), top + int(band_ink[-1]) + 1))
     return bands
+
+
+def own_ink(image: Image.Image, rows: list[tuple[int, int]], heights: list[int]) -> Image.Image:
+    """`image` (RGB) with the rows of each band at `rows` (lines `heights` high) holding only the band's own
+    ink: a connected stroke whose middle row lies outside the band, and of which fewer than FOREIGN_SHARE of
+    a line's rows lie in it, is painted over with paper.  Cut between lines set tight, a band's top rows hold
+    specks of the line above's descenders and its bottom rows the next line's accents, which the model would
+    read as letters."""
+    gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
+    dark = (gray < int(np.median(gray)) - INK_CONTRAST).astype(np.uint8)  # [H, W], as `ink_per_row` sees ink
+    _, labels, stats, _ = cv2.connectedComponentsWithStats(dark, connectivity=8)  # labels [H, W], stats [N, 5]
+    tops = stats[:, cv2.CC_STAT_TOP]  # [N]
+    ends = tops + stats[:, cv2.CC_STAT_HEIGHT]  # [N]
+    middles = (tops + ends) / 2  # [N]
+    pixels = np.array(image.convert("RGB"))  # [H, W, 3], a copy
+    paper = paper_color(image)
+    for (top, bottom), height in zip(rows, heights):
+        rows_inside = np.minimum(ends, bottom) - np.maximum(tops, top)  # [N]
+        foreign = ((middles < top) | (middles >= bottom)) & (rows_inside < FOREIGN_SHARE * height)  # [N]
+        foreign[0] = False  # label 0 is the paper
+        pixels[top:bottom][foreign[labels[top:bottom]]] = paper
+    return Image.fromarray(pixels)
 
 
 def enlargement(heights: list[int], text_height: int | None) -> float:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from PIL import Image
 
 from ocr_app.config import RegionSplit
-from ocr_app.regions.bands import cut_band, enlargement, rows_of_bands
+from ocr_app.regions.bands import cut_band, enlargement, own_ink, rows_of_bands
 from ocr_app.regions.chunks import line_chunks
 from ocr_app.regions.deskew import deskewed
 from ocr_app.regions.ink import ink_per_row, inked_columns, line_heights, paper_color
@@ -47,13 +47,16 @@ def page_regions(image: Image.Image, split: RegionSplit, token_side: int) -> lis
     band: the whole page, so the model still sees it.  Bands are a whole number of visual tokens
     (`token_side`, the pixel budget's factor) high, so the processor does not resize them (a 46-row band of
     one line would be squeezed to 32 rows, its letters to 70% of their height).  A skewed page is turned
-    upright first, with `split.deskew` (`deskewed`), and its rules are erased (`erase_rules`)."""
+    upright first, with `split.deskew` (`deskewed`), and its rules are erased (`erase_rules`); with
+    `split.own_ink` each band keeps only its own lines' ink (`own_ink`)."""
     image = erase_rules(deskewed(image) if split.deskew else image)
     ink = ink_per_row(image)
     rows = rows_of_bands(ink, image.width, split)
     if not rows:
         return [Band([image])]
     heights = line_heights(ink, rows)
+    if split.own_ink:
+        image = own_ink(image, rows, heights)
     scale = enlargement(heights, split.text_height)
     paper = paper_color(image)
     return [

@@ -18,8 +18,8 @@ from PIL import Image
 
 from ocr_app.config import RegionSplit
 from ocr_app.regions import (
-    band_parts, cell_text, cut_band, enlargement, erase_rules, ink_per_row, line_heights, paper_color, rows_of_bands,
-    table_row,
+    band_parts, cell_text, cut_band, enlargement, erase_rules, ink_per_row, line_heights, own_ink, paper_color,
+    rows_of_bands, table_row,
 )
 from ocr_app.synth.degrade import degrade
 from ocr_app.synth.documents import Block, Heading, Paragraph, Table
@@ -99,6 +99,8 @@ def draw_band(
     ink = ink_per_row(page)
     rows, words_in = words_by_band(page, ink, placed, split)
     heights = line_heights(ink, rows)
+    if split.own_ink:
+        page = own_ink(page, rows, heights)
     index = rng.choice([index for index, words in enumerate(words_in) if words])
     top, bottom = rows[index]
     parts, is_table_row = band_parts(page, rows, heights, split)[index]

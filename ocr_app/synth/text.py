@@ -279,14 +279,17 @@ def random_words(rng: random.Random, count: int, lexicon: float = 0.0) -> str:
 
 def real_token(rng: random.Random) -> str:
     """A token as real documents hold them: mostly a word of the Turkish dictionary with its suffixes
-    (`lexicon.dictionary_words`), at times capitalised or in capitals, else a name, an amount, a date or an
-    identifier in its real format (IBAN, TCKN, VKN, e-Fatura number, ETTN)."""
+    (`lexicon.dictionary_words`), at times capitalised or in capitals, else a word or number in the
+    punctuation around it (`punctuated`), a name, an amount, a date or an identifier in its real format (IBAN,
+    TCKN, VKN, e-Fatura number, ETTN)."""
     source = rng.random()
     words = dictionary_words()
-    if source < 0.7 and words:
+    if source < 0.62 and words:
         drawn = rng.choice(words)
         case = rng.random()
         return turkish_upper(drawn[0]) + drawn[1:] if case < 0.15 else turkish_upper(drawn) if case < 0.22 else drawn
+    if source < 0.72:
+        return punctuated(rng)
     if source < 0.78:
         return rng.choice((person, company, address))(rng)
     if source < 0.86:
@@ -294,6 +297,51 @@ def real_token(rng: random.Random) -> str:
     if source < 0.92:
         return dated(rng)
     return rng.choice((iban, tckn, vkn, invoice_number, ettn))(rng)
+
+
+# Punctuation as Turkish legislation, letters and invoices set it around words and numbers.  On real pages
+# the reader dropped it and the digits beside it ("(Değişik:25/11/2020-7257/12 md.)" came out
+# "Değişik33112029729712571 mod", "“biyokütleden" "Tiyüdürlüğe"); the generator's text had little of it.
+AMENDMENTS = ("Değişik", "Mülga", "Ek", "Değişik ibare", "Yeniden düzenleme")
+QUOTES = (("“", "”"), ('"', '"'), ("‘", "’"), ("'", "'"))
+APOSTROPHE_SUFFIXES = ("nın", "nin", "nun", "ın", "in", "da", "de", "ta", "te", "dan", "den", "a", "e", "ya", "ye")
+LIST_LETTERS = "abcçdefgğhıijklm"
+
+
+def punctuated(rng: random.Random) -> str:
+    """A word or number in the punctuation real documents set around it: a law's amendment mark
+    (`(Değişik: 4/6/2016-6719/13 md.)`), a quoted or bracketed word (`“biyokütle”`, `(ç,d,e)`, `(...)`), a
+    suffix after an apostrophe (`Başkanlığı’nın`), a label run into its value (`No:21`, `%18`), a file number
+    (`E-75850160-104.01.01.01-11099`, `23/108`), a list's mark (`b)`, `4.`, `1-)`), or a word before a comma,
+    semicolon or colon."""
+    words = dictionary_words()
+    drawn = rng.choice(words) if words else word(rng)
+    form = rng.randrange(8)
+    if form == 0:
+        day = date(rng)
+        return (f"({rng.choice(AMENDMENTS)}:{rng.choice(('', ' '))}{day.day}/{day.month}/{day.year}-"
+                f"{rng.randint(3000, 7600)}/{rng.randint(1, 150)} md.)")
+    if form == 1:
+        opening, closing = rng.choice(QUOTES)
+        return f"{opening}{drawn}{closing}{rng.choice(('', '', ',', '.'))}"
+    if form == 2:
+        letters = ",".join(sorted(rng.sample(LIST_LETTERS, rng.randint(2, 6)), key=LIST_LETTERS.index))
+        return rng.choice((f"({drawn})", "(...)", f"({letters})", f"[{drawn}]", f"({rng.randint(1, 40)})"))
+    if form == 3:
+        return f"{turkish_upper(drawn[0])}{drawn[1:]}{rng.choice(('’', chr(39)))}{rng.choice(APOSTROPHE_SUFFIXES)}"
+    if form == 4:
+        return rng.choice((
+            f"No:{rng.randint(1, 250)}{rng.choice(('', '', '/A', '/3'))}", f"%{rng.randint(1, 100)}{rng.choice(('', ',00'))}",
+            f"Sayı:{rng.randint(1, 99999)}", f"Kat:{rng.randint(1, 12)}", f"Tel:0{digits(rng, 10)}",
+        ))
+    if form == 5:
+        return rng.choice((
+            f"E-{digits(rng, 8)}-{rng.randint(100, 999)}.{rng.randint(1, 99):02d}.{rng.randint(1, 99):02d}-{digits(rng, 5)}",
+            f"{rng.randint(1, 40)}/{rng.randint(1, 400)}", f"{rng.randint(1990, 2026)}/{rng.randint(1, 999)}",
+        ))
+    if form == 6:
+        return rng.choice((f"{rng.choice(LIST_LETTERS)})", f"{rng.randint(1, 30)}.", f"{rng.randint(1, 30)}-)", f"({rng.choice(LIST_LETTERS)})"))
+    return f"{drawn}{rng.choice((',', ';', ':', '.'))}"
 
 
 # Identifiers as Turkish documents print them, with valid check digits: a reader that learnt the shape of a

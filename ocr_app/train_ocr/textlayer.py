@@ -28,7 +28,9 @@ from PIL import Image
 from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.documents import open_document
 from ocr_app.pages import DEFAULT_DPI, render_pdf_pages
-from ocr_app.regions import band_parts, cell_text, enlargement, erase_rules, ink_per_row, line_heights, rows_of_bands
+from ocr_app.regions import (
+    band_parts, cell_text, enlargement, erase_rules, ink_per_row, line_heights, own_ink, rows_of_bands,
+)
 from ocr_app.regions.ink import INK_CONTRAST
 from ocr_app.synth import story
 from ocr_app.synth.bands import damaged_part
@@ -155,6 +157,8 @@ def cut_page(image: Image.Image, words: list[LayerWord], split: RegionSplit) -> 
     if not rows:
         return CutPage(page, (), 1.0, 0)
     heights = line_heights(ink, rows)
+    if split.own_ink:
+        page = own_ink(page, rows, heights)
     gray = np.asarray(page.convert("L"), dtype=np.int16)  # [H, W]
     dark = gray < int(np.median(gray)) - INK_CONTRAST  # [H, W], as `regions.inked_columns` sees ink
     tops = np.array([top for top, _ in rows])
