@@ -7,7 +7,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from ocr_app.config import RegionSplit
-from ocr_app.regions.ink import INK_CONTRAST, INK_SHARE, LIGHT_SHARE, ink_per_row, inner_runs, paper_color
+from ocr_app.regions.ink import INK_SHARE, LIGHT_SHARE, ink_mask, ink_per_row, inner_runs, paper_color
 
 # A line's body holds at least this share: a cut between two lines has one's body on either side (the light
 # rows between a descender's stem and its heavier tail, at the foot of a line, are not between lines).
@@ -82,8 +82,7 @@ def own_ink(image: Image.Image, rows: list[tuple[int, int]], heights: list[int])
     a line's rows lie in it, is painted over with paper.  Cut between lines set tight, a band's top rows hold
     specks of the line above's descenders and its bottom rows the next line's accents, which the model would
     read as letters."""
-    gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
-    dark = (gray < int(np.median(gray)) - INK_CONTRAST).astype(np.uint8)  # [H, W], as `ink_per_row` sees ink
+    dark = ink_mask(image).astype(np.uint8)  # [H, W]
     _, labels, stats, _ = cv2.connectedComponentsWithStats(dark, connectivity=8)  # labels [H, W], stats [N, 5]
     tops = stats[:, cv2.CC_STAT_TOP]  # [N]
     ends = tops + stats[:, cv2.CC_STAT_HEIGHT]  # [N]

@@ -15,11 +15,15 @@ INK_SHARE = 0.002
 LIGHT_SHARE = 0.1
 
 
+def ink_mask(image: Image.Image) -> np.ndarray:
+    """[H, W] bool: the pixels of `image` darker than its paper (the median) by INK_CONTRAST."""
+    gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
+    return gray < int(np.median(gray)) - INK_CONTRAST
+
+
 def ink_per_row(image: Image.Image) -> np.ndarray:
     """[H] int: how many pixels of each row of `image` are ink."""
-    gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
-    paper = int(np.median(gray))
-    return (gray < paper - INK_CONTRAST).sum(axis=1)
+    return ink_mask(image).sum(axis=1)
 
 
 def ink_rows(image: Image.Image) -> np.ndarray:

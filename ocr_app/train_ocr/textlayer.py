@@ -31,7 +31,7 @@ from ocr_app.pages import DEFAULT_DPI, render_pdf_pages
 from ocr_app.regions import (
     band_parts, cell_text, enlargement, erase_rules, ink_per_row, line_heights, own_ink, rows_of_bands,
 )
-from ocr_app.regions.ink import INK_CONTRAST
+from ocr_app.regions.ink import ink_mask
 from ocr_app.synth import story
 from ocr_app.synth.bands import damaged_part
 
@@ -159,8 +159,7 @@ def cut_page(image: Image.Image, words: list[LayerWord], split: RegionSplit) -> 
     heights = line_heights(ink, rows)
     if split.own_ink:
         page = own_ink(page, rows, heights)
-    gray = np.asarray(page.convert("L"), dtype=np.int16)  # [H, W]
-    dark = gray < int(np.median(gray)) - INK_CONTRAST  # [H, W], as `regions.inked_columns` sees ink
+    dark = ink_mask(page)  # [H, W]
     tops = np.array([top for top, _ in rows])
     band_of = [int(np.searchsorted(tops, word.middle_row, side="right")) - 1 for word in words]
     parts = []
