@@ -19,7 +19,7 @@ from ocr_app.synth import (
     training_seeds,
 )
 from ocr_app.config import RegionSplit
-from ocr_app.regions import ink_per_row
+from ocr_app.regions import page_bands
 from ocr_app.scoring import plain_text
 from ocr_app.synth import lexicon, render, text
 from ocr_app.synth.bands import TOKEN_SIDE, band_markdown, words_by_band
@@ -213,7 +213,7 @@ def test_a_documents_bands_hold_all_its_words_once_each_written_as_in_its_markdo
     blocks = BUILDERS[kind](rng)
     blocks = with_random_words(blocks, rng) if random_text else blocks
     page, placed = place_blocks(blocks, random_style(rng), 880)
-    rows, words_in = words_by_band(page, ink_per_row(page), placed, BANDS)
+    words_in = words_by_band(page_bands(page, BANDS).rows, placed)
     assert sum(len(words) for words in words_in) == len(placed)
     markdowns = [band_markdown(blocks, words) for words in words_in if words]
     assert sorted(plain_text("\n".join(markdowns)).split()) == sorted(plain_text(to_markdown(blocks)).split())

@@ -16,8 +16,6 @@ from ocr_app.regions.tables import table_cells
 
 
 @dataclass(frozen=True)
-
-
 class Band:
     """A band as the model reads it: a table's row, its cells' images (None: an empty cell, not read), or a
     line, one image or, when long, its chunks', read left to right."""
@@ -41,30 +39,56 @@ def band_parts(
     ]
 
 
+@dataclass(frozen=True)
+class PageBands:
+    """A page cut into bands, before any band is cut out: `image` with its rules erased (and, with
+    `split.own_ink`, each band's neighbours' ink painted over), the bands' `rows`, their lines' `heights`, each
+    band's `parts` (`band_parts`) and the enlargement all its bands get (`enlargement`)."""
+
+    image: Image.Image
+    rows: list[tuple[int, int]]
+    heights: list[int]
+    parts: list[tuple[list[tuple[int, int] | None], bool]]
+    scale: float
+
+
+def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
+    """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`erase_rules`), rows of
+    ink grouped into bands (`rows_of_bands`), with `split.own_ink` each band keeping only its own lines' ink
+    (`own_ink`), each band's parts (`band_parts`).  Reading (`page_regions`) and the training data drawn
+    (`synth.bands`) or taken from real pages (`train_ocr.textlayer`) all cut here, so that the model is trained
+    on the bands it will read."""
+    image = erase_rules(image)
+    ink = ink_per_row(image)
+    rows = rows_of_bands(ink, image.width, split)
+    if not rows:
+        return PageBands(image, [], [], [], 1.0)
+    heights = line_heights(ink, rows)
+    if split.own_ink:
+        image = own_ink(image, rows, heights)
+    return PageBands(image, rows, heights, band_parts(image, rows, heights, split), enlargement(heights, split.text_height))
+
+
 def page_regions(image: Image.Image, split: RegionSplit, token_side: int) -> list[Band]:
-    """The page's bands (`Band`), each part (`band_parts`) cut by `cut_band`: with at least `split.margin` rows
+    """The page's bands (`Band`), each part (`page_bands`) cut by `cut_band`: with at least `split.margin` rows
     of paper above and below its ink, as the blocks the model was trained on have.  A page without ink is one
     band: the whole page, so the model still sees it.  Bands are a whole number of visual tokens
     (`token_side`, the pixel budget's factor) high, so the processor does not resize them (a 46-row band of
     one line would be squeezed to 32 rows, its letters to 70% of their height).  A skewed page is turned
-    upright first, with `split.deskew` (`deskewed`), and its rules are erased (`erase_rules`); with
-    `split.own_ink` each band keeps only its own lines' ink (`own_ink`)."""
-    image = erase_rules(deskewed(image) if split.deskew else image)
-    ink = ink_per_row(image)
-    rows = rows_of_bands(ink, image.width, split)
-    if not rows:
-        return [Band([image])]
-    heights = line_heights(ink, rows)
-    if split.own_ink:
-        image = own_ink(image, rows, heights)
-    scale = enlargement(heights, split.text_height)
-    paper = paper_color(image)
+    upright first, with `split.deskew` (`deskewed`)."""
+    bands = page_bands(deskewed(image) if split.deskew else image, split)
+    if not bands.rows:
+        return [Band([bands.image])]
+    paper = paper_color(bands.image)
     return [
         Band(
-            [None if columns is None else cut_band(image, top, bottom, columns, split, scale, token_side, paper) for columns in parts],
+            [
+                None if columns is None else cut_band(bands.image, top, bottom, columns, split, bands.scale, token_side, paper)
+                for columns in parts
+            ],
             is_table_row,
         )
-        for (top, bottom), (parts, is_table_row) in zip(rows, band_parts(image, rows, heights, split))
+        for (top, bottom), (parts, is_table_row) in zip(bands.rows, bands.parts)
     ]
 
 

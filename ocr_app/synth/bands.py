@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 from PIL import Image
 
 from ocr_app.config import RegionSplit
-from ocr_app.regions import (
-    band_parts, cell_text, cut_band, enlargement, erase_rules, ink_per_row, line_heights, own_ink, paper_color,
-    rows_of_bands, table_row,
-)
+from ocr_app.regions import cell_text, cut_band, page_bands, paper_color, table_row
 from ocr_app.synth.degrade import degrade
 from ocr_app.synth.documents import Block, Heading, Paragraph, Table
 from ocr_app.synth.render import Placed, Style, place_blocks
@@ -73,13 +69,9 @@ def _middle_row(word: Placed) -> float:
     return (top + bottom) / 2
 
 
-def words_by_band(
-    page: Image.Image, ink: np.ndarray, placed: list[Placed], split: RegionSplit
-) -> tuple[list[tuple[int, int]], list[list[Placed]]]:
-    """The bands `split` cuts `page` (`ink`: its ink pixels per row) into (rows, as `regions.band_rows`), and
-    the words drawn in each: those whose ink's middle row lies in it."""
-    rows = rows_of_bands(ink, page.width, split)
-    return rows, [[word for word in placed if top <= _middle_row(word) < bottom] for top, bottom in rows]
+def words_by_band(rows: list[tuple[int, int]], placed: list[Placed]) -> list[list[Placed]]:
+    """The words drawn in each band at `rows` (`regions.page_bands`): those whose ink's middle row lies in it."""
+    return [[word for word in placed if top <= _middle_row(word) < bottom] for top, bottom in rows]
 
 
 def _middle_column(word: Placed) -> float:
@@ -95,15 +87,11 @@ def draw_band(
     table's row's cells, a long line's chunks), one part, a cell written as a cell is.  Only bands and parts
     holding words are picked."""
     page, placed = place_blocks(blocks, style, width)
-    page = erase_rules(page)
-    ink = ink_per_row(page)
-    rows, words_in = words_by_band(page, ink, placed, split)
-    heights = line_heights(ink, rows)
-    if split.own_ink:
-        page = own_ink(page, rows, heights)
+    bands = page_bands(page, split)
+    words_in = words_by_band(bands.rows, placed)
     index = rng.choice([index for index, words in enumerate(words_in) if words])
-    top, bottom = rows[index]
-    parts, is_table_row = band_parts(page, rows, heights, split)[index]
+    top, bottom = bands.rows[index]
+    parts, is_table_row = bands.parts[index]
     in_parts = [
         (columns, [word for word in words_in[index] if columns[0] <= _middle_column(word) < columns[1]])
         for columns in parts
@@ -111,7 +99,7 @@ def draw_band(
     ]
     columns, words = rng.choice([(columns, words) for columns, words in in_parts if words])
     markdown = band_markdown(blocks, words)
-    image = damaged_part(page, top, bottom, columns, split, enlargement(heights, split.text_height), degradation, rng)
+    image = damaged_part(bands.image, top, bottom, columns, split, bands.scale, degradation, rng)
     return image, cell_text(markdown) if is_table_row else markdown
 
 

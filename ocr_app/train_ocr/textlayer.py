@@ -28,9 +28,7 @@ from PIL import Image
 from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.documents import open_document
 from ocr_app.pages import DEFAULT_DPI, render_pdf_pages
-from ocr_app.regions import (
-    band_parts, cell_text, enlargement, erase_rules, ink_per_row, line_heights, own_ink, rows_of_bands,
-)
+from ocr_app.regions import cell_text, page_bands
 from ocr_app.regions.ink import ink_mask
 from ocr_app.synth import story
 from ocr_app.synth.bands import damaged_part
@@ -151,19 +149,13 @@ def _explained(inked: np.ndarray, words: list[LayerWord], columns: tuple[int, in
 def cut_page(image: Image.Image, words: list[LayerWord], split: RegionSplit) -> CutPage:
     """`image` (a rendered page) cut as `regions.page_regions` cuts it, without deskew, with the parts whose
     text its `words` give exactly."""
-    page = erase_rules(image)
-    ink = ink_per_row(page)
-    rows = rows_of_bands(ink, page.width, split)
-    if not rows:
-        return CutPage(page, (), 1.0, 0)
-    heights = line_heights(ink, rows)
-    if split.own_ink:
-        page = own_ink(page, rows, heights)
+    bands = page_bands(image, split)
+    page, rows, heights = bands.image, bands.rows, bands.heights
     dark = ink_mask(page)  # [H, W]
     tops = np.array([top for top, _ in rows])
     band_of = [int(np.searchsorted(tops, word.middle_row, side="right")) - 1 for word in words]
     parts = []
-    for index, ((top, bottom), (columns_list, is_table_row)) in enumerate(zip(rows, band_parts(page, rows, heights, split))):
+    for index, ((top, bottom), (columns_list, is_table_row)) in enumerate(zip(rows, bands.parts)):
         # A word whose middle lies between bands belongs to none: the band holding its ink then has ink no word
         # explains, and is not kept.
         mine = [word for word, band in zip(words, band_of) if band == index and word.middle_row < bottom + 1]
@@ -177,7 +169,7 @@ def cut_page(image: Image.Image, words: list[LayerWord], split: RegionSplit) -> 
             if inside and _explained(inked, inside, columns, heights[index]):
                 text = words_text(inside)
                 parts.append(Part(top, bottom, columns, cell_text(text) if is_table_row else text))
-    return CutPage(page, tuple(parts), enlargement(heights, split.text_height), len(rows))
+    return CutPage(page, tuple(parts), bands.scale, len(rows))
 
 
 def render_and_cut(pdf: Path, number: int, budget: PixelBudget, split: RegionSplit) -> CutPage:
