@@ -9,12 +9,26 @@ Terms, used with exactly these meanings everywhere:
 * the *acceptance length* of a round is accepted + 1 (bonus included), and the
   mean acceptance length is 1 + accepted tokens / drafts;
 * `accepted_per_position[j]` counts the drafts whose token at position j+1 was
-  accepted; its rate is that count over all drafts (as vLLM reports it).
+  accepted; its rate is that count over all drafts (as vLLM reports it);
+* a draft token after an accepted stop token is not counted (`counted_drafts`):
+  the page had ended, so it was neither accepted nor rejected (vLLM's own
+  counters, `engines.spec_counters`, do count it, as a rejection).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+
+
+def counted_drafts(num_draft_tokens: int, num_accepted_tokens: int, stop_at: int | None) -> tuple[int, int]:
+    """The draft tokens of a round that count, and how many of them were accepted.  `stop_at`: the index of the
+    stop token among the round's new tokens (its accepted drafts, then the bonus), None if none.  When an
+    accepted draft is the stop token, the drafts after it were checked against logits past the page's end:
+    they are dropped, neither accepted nor rejected (at a band's end the head that drafted the stop token at
+    position 1 would otherwise be charged two misses at positions 2 and 3)."""
+    if stop_at is not None and stop_at < num_accepted_tokens:
+        return stop_at + 1, stop_at + 1
+    return num_draft_tokens, num_accepted_tokens
 
 
 @dataclass

@@ -11,6 +11,7 @@ from ocr_app.engines.hf import HFEngine
 from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.pages import iter_pages
 from ocr_app.speculative.batched import BatchedDecoder
+from ocr_app.speculative.decoder import SpeculativeDecoder
 from ocr_app.train_ocr.data import held_out_examples
 
 from .conftest import SAMPLE_PDF
@@ -66,6 +67,26 @@ def test_sequences_that_stop_at_different_steps_leave_the_others_unchanged(predi
     decoder = BatchedDecoder(engine.model, head, [stop], drafts)
     generations = dict(decoder.generate_many(requests, MAX_TOKENS, concurrency=3))
     assert [generations[index].token_ids for index in range(len(prompts))] == expected
+
+
+def test_drafts_after_an_accepted_stop_token_are_not_counted_in_a_batch(predictable_engine):
+    """As the lone decoder counts them (tests/test_speculative_decoder.py): the exact head drafts past a stop
+    token too, and those drafts count neither as accepted nor as rejected, in whichever row it happens."""
+    engine, drafts = predictable_engine, 3
+    head = engine._speculative_decoder().head
+    requests = [(index, engine.processor.tokenizer(prompt, return_tensors="pt")) for index, prompt in enumerate(["a", "Fatura No: 2024", "KDV %20"])]
+    settings = GenerationSettings(max_tokens=MAX_TOKENS, drafts=drafts)
+    cycle = SpeculativeDecoder(engine.model, head, stop_token_ids=[]).generate(requests[0][1], settings).token_ids
+    stops_inside_a_round = 0
+    for stop in set(cycle):
+        batched = dict(BatchedDecoder(engine.model, head, [stop], drafts).generate_many(requests, MAX_TOKENS, concurrency=3))
+        alone = SpeculativeDecoder(engine.model, head, stop_token_ids=[stop])
+        for index, inputs in requests:
+            expected = alone.generate(inputs, settings)
+            assert batched[index].token_ids == expected.token_ids and batched[index].stats == expected.stats
+            emitted, rounds = len(expected.token_ids) - 1, sum(expected.rounds_by_k.values())
+            stops_inside_a_round += expected.stats.num_accepted_tokens == emitted - rounds + 1
+    assert stops_inside_a_round  # the case that matters came up
 
 
 def test_sampled_reads_keep_their_own_seeded_draws(hf_engine, images):

@@ -149,6 +149,29 @@ def test_exact_head_is_always_accepted(predictable_engine, drafts):
         assert stats.accepted_per_position[0] == stats.num_drafts
 
 
+@pytest.mark.parametrize("drafts", [3, 5])
+def test_drafts_after_an_accepted_stop_token_are_not_counted(predictable_engine, drafts):
+    """The exact head drafts past the page's end too (the main model's argmax after its stop token), and the
+    verify pass agrees: those drafts never reach the text, so they count neither as accepted nor as rejected.
+    Every counted acceptance is then an emitted token: after the prefill's token, each round emits its
+    accepted drafts and a bonus token, except a round ended by an accepted stop token, which has no bonus."""
+    head = predictable_engine._speculative_decoder().head
+    prompt = predictable_engine.processor.tokenizer(["Fatura No:"], return_tensors="pt")
+    reference = SpeculativeDecoder(predictable_engine.model, head, stop_token_ids=[]).generate(prompt, greedy(0)).token_ids
+    stops_inside_a_round = 0
+    for index, stop in enumerate(reference[1:], start=1):
+        if stop in reference[:index]:
+            continue  # the page would end at its first occurrence
+        output = SpeculativeDecoder(predictable_engine.model, head, stop_token_ids=[stop]).generate(prompt, greedy(drafts))
+        assert output.token_ids == reference[: index + 1]
+        stats, rounds = output.stats, sum(output.rounds_by_k.values())
+        assert stats.num_accepted_tokens == stats.num_draft_tokens  # the head is exact
+        emitted = len(output.token_ids) - 1
+        assert stats.num_accepted_tokens in (emitted - rounds, emitted - rounds + 1)
+        stops_inside_a_round += stats.num_accepted_tokens == emitted - rounds + 1
+    assert stops_inside_a_round  # the case that matters came up
+
+
 def test_partly_right_head_keeps_the_output(mixed_engine):
     """Acceptance strictly between none and all: rounds end at different lengths."""
     for image in page_images(2):

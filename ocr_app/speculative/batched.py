@@ -37,6 +37,7 @@ import torch
 from transformers import DynamicCache
 
 from ocr_app.engines.protocol import AUTO_DRAFTS, Drafts
+from ocr_app.metrics import counted_drafts
 from ocr_app.speculative.auto import AutoDrafts
 from ocr_app.speculative.cache import RecordedStates, attention_layers, linear_layers
 from ocr_app.speculative.decoder import Generation, embed_prompt
@@ -336,11 +337,10 @@ class BatchedDecoder:
             # the pairs (h_t, x_{t+1}) this step made final: x_{t+1} are the accepted drafts and the bonus
             tokens = torch.cat([draft_ids, bonus[:, None]], dim=1).scatter(1, accepted[:, None], bonus[:, None])
             self._append_pending(tokens, hidden, positions[1:], kept)
-        self._record(draft_ids, accepted, bonus, allowed, drafts)
+        drafted = self._record(draft_ids, accepted, bonus, allowed, drafts)
         rows.cached += kept
         rows.last_token = bonus
         if self.auto is not None:
-            drafted = [(n, a) for n, a in zip(allowed.tolist(), accepted.tolist(), strict=True) if n]
             self.auto.observe_round(drafts, len(rows.keys), time.perf_counter() - started, drafted)
 
     def _append_pending(self, tokens: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor,
@@ -377,18 +377,22 @@ class BatchedDecoder:
             layer.recurrent_states[0] = states[rows, kept - 1].contiguous()  # states: [B, T, Hv, Dk, Dv]
 
     def _record(self, draft_ids: torch.Tensor, accepted: torch.Tensor, bonus: torch.Tensor, allowed: torch.Tensor,
-                drafts: int) -> None:
+                drafts: int) -> list[tuple[int, int]]:
+        """Each row's new tokens and counters; the counted drafts and acceptances of the rows that drafted."""
+        drafted_rows = []
         for generation, drafted, num_accepted, token, num_allowed in zip(
             self.rows.generations, draft_ids.tolist(), accepted.tolist(), bonus.tolist(), allowed.tolist(), strict=True
         ):
             generation.rounds_by_k[drafts] += 1
-            if num_allowed:
-                generation.stats.observe_draft(num_allowed, num_accepted)
             new = [*drafted[:num_accepted], token]
             stop_at = next((i for i, t in enumerate(new) if t in self.stop_token_ids), None)
+            if num_allowed:
+                drafted_rows.append(counted_drafts(num_allowed, num_accepted, stop_at))
+                generation.stats.observe_draft(*drafted_rows[-1])
             if stop_at is not None:
                 new, generation.stopped = new[: stop_at + 1], True
             generation.token_ids.extend(new)
+        return drafted_rows
 
     def _leave(self) -> Iterator[tuple[Hashable, Generation]]:
         rows = self.rows

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ocr_app.engines.protocol import AUTO_DRAFTS, GenerationSettings
-from ocr_app.metrics import SpecDecodingStats
+from ocr_app.metrics import SpecDecodingStats, counted_drafts
 from ocr_app.repetition import loop_tokens
 from ocr_app.speculative.auto import AutoDrafts
 from ocr_app.speculative.cache import ROLLBACKS
@@ -178,10 +178,11 @@ class SpeculativeDecoder:
             verdict = verify(result.token_ids, draft_ids, draft_probs, logits)
             kept = verdict.num_accepted + 1
             rollback.keep(cache, len(fed), kept, lambda n: self._forward(embeds[:, :n], positions[..., :n], cache))
-            if num_drafts:
-                result.stats.observe_draft(num_drafts, verdict.num_accepted)
             new = verdict.tokens(draft_ids)
             stop_at = next((i for i, token in enumerate(new) if token in self.stop_token_ids), None)
+            counted = counted_drafts(num_drafts, verdict.num_accepted, stop_at)
+            if num_drafts:
+                result.stats.observe_draft(*counted)
             if stop_at is not None:
                 new, result.stopped = new[: stop_at + 1], True
             result.token_ids.extend(new)
@@ -192,7 +193,7 @@ class SpeculativeDecoder:
             cached += kept
             result.rounds_by_k[num_drafts] += 1
             if auto is not None:
-                drafted = [(num_drafts, verdict.num_accepted)] if num_drafts else []
+                drafted = [counted] if num_drafts else []
                 auto.observe_round(num_drafts, 1, time.perf_counter() - round_started, drafted)
         if auto is not None:
             auto.observe_sequence(result.rounds_by_k)
