@@ -17,7 +17,7 @@ from ocr_app.regions import (
     own_ink, page_regions, split_page, table_row,
 )
 from ocr_app.regions.ink import INK_CONTRAST
-from ocr_app.regions.reader import _SeparatedStream
+from ocr_app.regions.reader import PART_END, _SeparatedStream, join_band
 from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
 from ocr_app.synth.documents import BUILDERS
@@ -190,7 +190,8 @@ def test_reading_by_regions_is_reading_each_band(hf_engine):
     pieces: list[str] = []
     joined = engine.read(page, settings, on_text=pieces.append)
     assert joined.text == SEPARATOR.join(region.text for region in one_by_one) == "".join(pieces)
-    assert joined.token_ids == tuple(token for region in one_by_one for token in region.token_ids)
+    ended = [(*region.token_ids, PART_END) if region.metrics.finish_reason == "stop" else region.token_ids for region in one_by_one]
+    assert joined.token_ids == tuple(token for ids in ended for token in ids)
     assert joined.metrics.output_tokens == sum(region.metrics.output_tokens for region in one_by_one)
     assert joined.metrics.prompt_tokens == sum(region.metrics.prompt_tokens for region in one_by_one)
 
@@ -391,9 +392,29 @@ def test_joined_bands_keep_their_top2_gaps_aligned_with_their_tokens():
     from ocr_app.metrics import PageMetrics
     from ocr_app.regions.reader import join_regions
 
-    # The first band stopped by itself: its last gap is its stop token's, which the page's token ids leave out.
+    # The first band stopped by itself: its last gap is its stop token's, which stands as PART_END in the page's ids.
     stopped = PageText("ab", (1, 2), PageMetrics(5, 3, 1.0, "stop"), top2_gaps=(0.5, 0.6, 0.7))
     cut = PageText("c", (3,), PageMetrics(5, 1, 1.0, "length"), top2_gaps=(0.8,))
     page = join_regions([stopped, cut], 2.0)
-    assert page.token_ids == (1, 2, 3) and page.top2_gaps == (0.5, 0.6, 0.8)
+    assert page.token_ids == (1, 2, PART_END, 3) and page.top2_gaps == (0.5, 0.6, 0.7, 0.8)
     assert join_regions([stopped, replace(cut, top2_gaps=None)], 2.0).top2_gaps is None
+    # A band joined from its chunks already ends with its own PART_END: joined again, it gets no second one.
+    band = join_band([stopped, stopped], is_table_row=False)
+    assert join_regions([band, stopped], 2.0).token_ids == (1, 2, PART_END, 1, 2, PART_END, 1, 2, PART_END)
+    assert len(join_regions([band, stopped], 2.0).top2_gaps) == 9
+
+
+def test_a_band_ended_early_differs_from_one_read_on_at_the_decision_that_differed():
+    """Two readings of a page, one ending its first band after "ab" (a stop token with gap 0.3), the other
+    reading on ("abx", its "x" with gap 0.2): the pages' first difference is that decision, with its two gaps,
+    not the second band's first token."""
+    from ocr_app.engines.protocol import PageText
+    from ocr_app.evaluation import gap_at
+    from ocr_app.metrics import PageMetrics
+    from ocr_app.regions.reader import join_regions
+
+    second = PageText("c", (3,), PageMetrics(5, 1, 1.0, "stop"), top2_gaps=(4.0, 1.0))
+    ended = join_regions([PageText("ab", (1, 2), PageMetrics(5, 3, 1.0, "stop"), top2_gaps=(0.5, 0.6, 0.3)), second], 2.0)
+    read_on = join_regions([PageText("abx", (1, 2, 9), PageMetrics(5, 4, 1.0, "stop"), top2_gaps=(0.5, 0.6, 0.2, 0.9)), second], 2.0)
+    first = next(index for index, (a, b) in enumerate(zip(ended.token_ids, read_on.token_ids)) if a != b)
+    assert first == 2 and (gap_at(ended, first), gap_at(read_on, first)) == (0.3, 0.2)

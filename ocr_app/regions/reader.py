@@ -14,6 +14,19 @@ from ocr_app.regions.page import page_regions
 from ocr_app.regions.text import band_separator, cell_text, joined_text, table_row
 
 
+# Where a part's reading ended with its stop token, which a reading's ids leave out: in a page's joined ids it
+# stands as PART_END (no token id is negative), with the stop token's top-2 gap, so that two readings that end a
+# part at different places differ right there, and `ocr-eval` shows the gap of the decision that differed.
+PART_END = -1
+
+
+def _ids_with_part_end(reading: PageText) -> tuple[int, ...]:
+    """A reading's ids, then PART_END if it stopped by itself (a joined reading already ends with its own)."""
+    ids = reading.token_ids
+    ended = reading.metrics.finish_reason == "stop" and not (ids and ids[-1] == PART_END)
+    return (*ids, PART_END) if ended else ids
+
+
 def merged(readings: list[PageText], text: str, wall_s: float) -> PageText:
     """One reading of the `readings` of a page's parts, in order, whose joined text is `text`."""
     specs = [reading.metrics.spec for reading in readings if reading.metrics.spec is not None]
@@ -31,12 +44,12 @@ def merged(readings: list[PageText], text: str, wall_s: float) -> PageText:
         spec=spec,
         retried=any(reading.metrics.retried for reading in readings),
     )
+    ids = [_ids_with_part_end(reading) for reading in readings]
     gaps = None
     if all(reading.top2_gaps is not None for reading in readings):
-        # A reading's gaps run past its token ids by its stop token: kept aligned with the joined ids.
-        gaps = tuple(gap for reading in readings for gap in reading.top2_gaps[: len(reading.token_ids)])
-    token_ids = tuple(token for reading in readings for token in reading.token_ids)
-    return PageText(text=text, token_ids=token_ids, metrics=metrics, top2_gaps=gaps)
+        # A reading's gaps run past its token ids by its stop token's, which PART_END stands for.
+        gaps = tuple(gap for reading, part_ids in zip(readings, ids) for gap in reading.top2_gaps[: len(part_ids)])
+    return PageText(text=text, token_ids=tuple(token for part_ids in ids for token in part_ids), metrics=metrics, top2_gaps=gaps)
 
 
 def join_band(parts: list[PageText | None], is_table_row: bool) -> PageText:
