@@ -67,6 +67,8 @@ class PageText:
     """What an engine returns for one page."""
 
     text: str
+    # The output's token ids, stop token excluded; a page read in parts (`regions.ReadByRegions`) joins its parts'
+    # ids with `regions.reader.PART_END` (-1) where a part stopped by itself.
     token_ids: tuple[int, ...]
     metrics: PageMetrics
     # With `logit_gaps`: per output token (stop token included), the main model's largest logit minus its
