@@ -184,15 +184,18 @@ def head_record(job: TrainJob, prepared: Prepared, steps: int, before: HeadEvalu
     def rates(evaluation: HeadEvaluation) -> str:
         return " ".join(f"{rate:.2f}" for rate in evaluation.decoding.acceptance_rate_per_position)
 
+    # A model that reads pages as bands learns and is measured on the bands (and cells, chunks) of its pages.
+    units = "pages" if job.model.regions is None else "bands"
+
     return [
         "Trained by `ocr-train-mtp` (self-distillation on the main model's own readings; main weights unchanged)",
         f"at commit `{code_version()}` in {wall_s / 60:.1f} min, reading included:",
         "",
         f"    {job.command}",
         "",
-        f"- {len(prepared.train)} training pages, {steps} optimizer steps, {job.config.draft_steps} chained draft steps",
-        f"- On {after.pages} held-out pages, decoding with {len(after.decoding.acceptance_rate_per_position)} drafts:",
+        f"- {len(prepared.train)} training {units}, {steps} optimizer steps, {job.config.draft_steps} chained draft steps",
+        f"- On {after.pages} held-out {units}, decoding with {len(after.decoding.acceptance_rate_per_position)} drafts:",
         f"  acceptance per draft position {rates(after)} (before: {rates(before)}),",
         f"  mean acceptance length {after.decoding.mean_acceptance_length:.2f} (before: {before.decoding.mean_acceptance_length:.2f}),",
-        f"  output identical to plain greedy decoding on {after.identical_pages}/{after.pages} pages",
+        f"  output identical to plain greedy decoding on {after.identical_pages}/{after.pages} {units}",
     ]
