@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Callable
 
+from PIL import Image
 from rapidfuzz.distance import Levenshtein
 
-from ocr_app.config import load_model_preset
+from ocr_app.config import ModelPreset, load_model_preset
 from ocr_app.engine_factory import make_engine, quiet_libraries
 from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.train_ocr.data import real_example
@@ -25,7 +27,7 @@ from ocr_app.train_ocr.data import real_example
 FIRST_SEED = 10_000
 
 
-def corpus_cer(read, model, parts: int, held_out: bool) -> float:
+def corpus_cer(read: Callable[[Image.Image], str], model: ModelPreset, parts: int, held_out: bool) -> float:
     errors = characters = 0
     for seed in range(FIRST_SEED, FIRST_SEED + parts):
         example = real_example(random.Random(seed), model.regions, model.pixels, held_out=held_out)
@@ -45,7 +47,7 @@ def main() -> None:
     engine = make_engine("hf", model).engine
     settings = GenerationSettings(max_tokens=300)
 
-    def read(image) -> str:
+    def read(image: Image.Image) -> str:
         return engine.read(image, settings).text
 
     print(f"model {args.model}, {args.parts} parts a side, greedy, hf")
