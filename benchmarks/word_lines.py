@@ -2,7 +2,7 @@
 
     python benchmarks/word_lines.py [--model ocr-tiny-tr] [--lines 24] [--size 15]
 
-Lines of 34-40 characters of words from the Turkish spelling dictionary with their suffixes (the list the
+Lines of at least 34 characters of words from the Turkish spelling dictionary with their suffixes (the list the
 `lexicon` training option draws from, `ocr_app/synth/words/`), black on white, drawn in each typeface
 installed (the bundled DejaVu faces, and the document families of `make train-setup`), and read as
 `ocr-read` reads an image (cut into bands and enlarged; transformers, greedy).  No layout, no damage, no
