@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from ocr_app.config import RegionSplit
+from ocr_app.config import RegionSplit, load_model_preset
 from ocr_app.engines.protocol import GenerationSettings
 from ocr_app.regions import (
     CHUNK_CUT_FROM, MAX_ENLARGEMENT, SEPARATOR, WORD_GAP, ReadByRegions, band_rows, cell_columns, cell_text,
     deskewed, erase_rules, ink_per_row, ink_rows, inked_columns, joined_text, line_chunks, line_height, line_heights,
-    own_ink, page_regions, split_page, table_row,
+    own_ink, page_bands, page_regions, split_page, table_cells, table_row,
 )
+from ocr_app.realbench import load_real_benchmark
 from ocr_app.regions.ink import INK_CONTRAST
 from ocr_app.regions.reader import PART_END, _SeparatedStream, join_band
 from ocr_app.scoring import normalize
@@ -245,6 +246,54 @@ def test_a_tables_rows_set_apart_by_space_are_cut_into_its_columns_and_prose_is_
     for cells, [band] in zip((row.images for row in rows), (band.images for band in whole[1:])):  # the cells hold the row's ink, each of it once
         assert sum(_ink_pixels(cell) for cell in cells if cell is not None) == _ink_pixels(band)
         assert all(cell.height == band.height for cell in cells if cell is not None)
+
+
+def _columns_inked(width: int, spans: list[tuple[int, int]]) -> np.ndarray:
+    inked = np.zeros(width, dtype=bool)
+    for left, right in spans:
+        inked[left:right] = True
+    return inked
+
+
+def test_tables_stacked_without_a_line_between_keep_their_own_columns():
+    """A key/value block right above a table of four columns, as a scan runs an invoice's header into its
+    items: every blank column of either is inked in the other, so read as one table they had no cell but the
+    whole row."""
+    key_value = _columns_inked(900, [(30, 330), (420, 730)])
+    item = _columns_inked(900, [(30, 180), (320, 440), (520, 600), (720, 820)])
+    item_with_an_empty_cell = _columns_inked(900, [(30, 180), (320, 440), (720, 820)])
+    inked = [key_value] * 3 + [item, item_with_an_empty_cell, item]
+    split = RegionSplit(crop_columns=True, cell_gap=1.2, margin=8)
+    cells = table_cells(inked, [10] * 6, split)
+    assert [len(row) for row in cells] == [2] * 3 + [4] * 3
+    assert cells[0] == [(22, 338), (412, 738)]
+    assert cells[3] == [(22, 188), (312, 448), (512, 608), (712, 828)]
+    assert cells[4][2] is None
+    assert table_cells(inked[3:], [10] * 3, split) == cells[3:]  # the table as it is alone
+
+
+def test_lines_whose_cells_lie_apart_from_those_above_are_no_table():
+    """A receipt's two item lines, left, over its two totals, right: each pair shares blank columns, but no
+    cell of the totals has ink where an item line has."""
+    items = _columns_inked(900, [(30, 150), (170, 200), (230, 330)])
+    totals = _columns_inked(900, [(500, 600), (640, 700)])
+    split = RegionSplit(crop_columns=True, cell_gap=1.2, margin=8)
+    assert [len(row) for row in table_cells([items, items, totals, totals], [10] * 4, split)] == [1] * 4
+    assert [len(row) for row in table_cells([items] * 3 + [totals] * 3, [10] * 6, split)] == [3] * 3 + [2] * 3
+
+
+@pytest.mark.parametrize("name", ["gib-yolcu-beraber-fatura", "gib-ticari-fatura"])
+def test_a_scanned_invoices_header_and_items_are_cut_into_cells_as_its_pdfs_are(name):
+    """The scanned rendering of a real e-Fatura (grey paper, blur, a degree of skew) runs its key/value
+    header and its items' table together; its rows are still table rows, with the PDF page's columns."""
+    preset = load_model_preset("ocr-tiny-tr")
+    pages = {page.id: page for page in load_real_benchmark(categories=("invoice",))}
+    rows = {
+        rendering: [parts for parts, is_table_row in page_bands(deskewed(pages[f"{rendering}/invoice/{name}/p1"].image(preset.pixels)), preset.regions).parts if is_table_row]
+        for rendering in ("born-digital", "scanned")
+    }
+    assert len(rows["scanned"]) >= len(rows["born-digital"]) - 3
+    assert max(map(len, rows["scanned"])) >= max(map(len, rows["born-digital"])) - 3 >= 7
 
 
 def test_a_band_read_cell_by_cell_is_written_as_a_table_row(hf_engine):
