@@ -43,7 +43,7 @@ def main() -> None:
     print(f"load average before: {load_average()}", flush=True)
     preset = load_model_preset(args.model)
     pages = select_real_pages(load_real_benchmark(REAL_TR, (BORN_DIGITAL,)), limit=args.limit)
-    images = [page.image(preset.pixels) for page in pages]
+    images = [page.image(preset.page_pixels) for page in pages]
     max_tokens = args.max_tokens or preset.max_tokens
     engine = make_engine("hf", preset)
     engine.read(images[0], GenerationSettings(max_tokens=2, drafts=AUTO_DRAFTS))  # auto's calibration

@@ -36,7 +36,7 @@ def load_images(names: list[str], preset) -> list:
     images = []
     for name in names:
         document = open_document(SAMPLES / name)
-        images += [page.image for page in iter_pages(document, list(range(1, document.page_count + 1)), preset.pixels)]
+        images += [page.image for page in iter_pages(document, list(range(1, document.page_count + 1)), preset.page_pixels)]
     return images
 
 
@@ -53,7 +53,7 @@ def main() -> None:
     engine = make_engine("hf", preset)
     images = load_images(args.page or list(DEFAULT_PAGES), preset)
     bands = sum(len(band.images) - band.images.count(None)
-                for image in images for band in page_regions(image, preset.regions, preset.pixels.factor)) \
+                for image in images for band in page_regions(image, preset.regions, preset.pixels)) \
         if preset.regions is not None else len(images)
     drafts_list = args.drafts or [0, 3]
     concurrencies = sorted(set(args.concurrency or [1, 16, 64]) | {1})

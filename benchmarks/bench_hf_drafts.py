@@ -45,7 +45,7 @@ def main() -> None:
         for model_dir in models:
             preset = load_model_preset(model_dir)
             engine = HFEngine(preset)
-            images = [page.image for page in iter_pages(document, parse_page_range(args.pages, document.page_count), preset.pixels)]
+            images = [page.image for page in iter_pages(document, parse_page_range(args.pages, document.page_count), preset.page_pixels)]
             print(f"\n== {model_dir.name}: {len(images)} pages, max {args.max_tokens} tokens, {args.repeats} repeats, "
                   f"{torch.get_num_threads()} threads, dtype {preset.hf_dtype}")
             hf_drafts_table(engine, images, list(range(8)), args.max_tokens, args.repeats, sorted(ROLLBACKS))

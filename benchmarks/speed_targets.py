@@ -57,7 +57,7 @@ def first_text_seconds(limit: int) -> tuple[float, int]:
     try:
         engine.read(pages[0].image(preset.pixels), GenerationSettings(max_tokens=4, drafts=drafts))  # warm-up
         for page in pages:
-            image = page.image(preset.pixels)
+            image = page.image(preset.page_pixels)
             first: list[float] = []
 
             def on_text(text: str) -> None:

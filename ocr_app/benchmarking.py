@@ -25,7 +25,7 @@ def page_images(preset: ModelPreset, count: int, pdf: Path = SAMPLE_PDF, dpi: in
     """`count` page images of the sample PDF fitted to the preset's budget, its pages repeated as needed."""
     document = open_document(pdf, None)
     numbers = list(range(1, document.page_count + 1))
-    images = [page.image for page in iter_pages(document, numbers, preset.pixels, dpi)]
+    images = [page.image for page in iter_pages(document, numbers, preset.page_pixels, dpi)]
     return [images[i % len(images)] for i in range(count)]
 
 

@@ -73,4 +73,4 @@ def make_engine(name: str, model: ModelPreset, drafts: Drafts = 0, servers: tupl
     else:
         raise ConfigError(f"unknown engine '{name}' (engines: {', '.join(ENGINE_NAMES)})")
     engine = RetryDegenerate(engine, model.retry)
-    return ReadByRegions(engine, model.regions, model.pixels.factor) if model.regions is not None else engine
+    return ReadByRegions(engine, model.regions, model.pixels) if model.regions is not None else engine

@@ -120,7 +120,7 @@ def read_pages(
         for entry in list(pending.values()):  # a snapshot: `settle` removes finished documents meanwhile
             rendered = 0
             try:
-                for page in iter_pages(entry.document, entry.numbers, job.model.pixels, job.dpi):
+                for page in iter_pages(entry.document, entry.numbers, job.model.page_pixels, job.dpi):
                     rendered += 1
                     yield (entry.document.path, page.number), page.image
             # PyMuPDF raises RuntimeErrors, Pillow OSErrors, when a file vanished or changed after it was opened.
@@ -175,7 +175,7 @@ def read_pages(
         again = (
             ((page.document.path, page.number), page.image)
             for source, numbers in _by_document(looping)
-            for page in iter_pages(pending[source].document, numbers, job.model.pixels, job.dpi)
+            for page in iter_pages(pending[source].document, numbers, job.model.page_pixels, job.dpi)
         )
         for (source, number), page_text in _read_in_bulk(
             engine, _until(stop, again), retry, job.mode.concurrency, page_failures

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from pathlib import Path
 
+import cv2
 import numpy as np
+import pymupdf
 import pytest
 from PIL import Image, ImageDraw
 
-from ocr_app.config import RegionSplit, load_model_preset
+from ocr_app.config import PixelBudget, RegionSplit, load_model_preset
+from ocr_app.documents import open_document
 from ocr_app.engines.protocol import GenerationSettings
+from ocr_app.pages import DEFAULT_DPI, fit_image, render_pdf_pages
 from ocr_app.regions import (
     CHUNK_CUT_FROM, MAX_ENLARGEMENT, SEPARATOR, WORD_GAP, ReadByRegions, band_rows, cell_columns, cell_text,
     deskewed, erase_rules, ink_per_row, ink_rows, inked_columns, joined_text, line_chunks, line_height, line_heights,
@@ -26,6 +31,8 @@ from ocr_app.synth.render import font, place_blocks, random_style, render_line
 
 SPLIT = RegionSplit()
 TOKEN_SIDE = 32  # Qwen3.5's visual token: 16-px patches merged 2x2 (`PixelBudget.factor`)
+# Pages here are cut at their own size: none is over this budget.
+BUDGET = PixelBudget(min_pixels=TOKEN_SIDE * TOKEN_SIDE, max_pixels=16_000_000, factor=TOKEN_SIDE)
 
 
 def _synthetic_page(index: int, degradation: str = "clean") -> Image.Image:
@@ -45,7 +52,7 @@ def test_bands_hold_every_inked_row_and_cuts_cross_no_ink(degradation):
         assert not inked[bottom:next_top].any() and next_top - bottom >= SPLIT.min_gap
         covered[top:bottom] = True
     assert (covered | ~inked).all()
-    assert all(band.height % TOKEN_SIDE == 0 and band.width == page.width for band in split_page(page, SPLIT, TOKEN_SIDE))
+    assert all(band.height % TOKEN_SIDE == 0 and band.width == page.width for band in split_page(page, SPLIT, BUDGET))
 
 
 @pytest.mark.parametrize("angle", [-2.0, 1.2])
@@ -86,10 +93,10 @@ def test_ink_without_blank_rows_stays_one_band_and_blank_pages_are_read_whole():
     ImageDraw.Draw(page).rectangle((50, 100, 250, 800), fill=(20, 20, 20))  # a tall picture (not a rule: thick)
     [(top, bottom)] = band_rows(page, SPLIT)
     assert (top, bottom) == (100, 801)
-    [band] = split_page(page, SPLIT, TOKEN_SIDE)
+    [band] = split_page(page, SPLIT, BUDGET)
     assert band.size == (800, 800) and 701 + 2 * SPLIT.margin <= 800  # padded to whole visual tokens
     blank = Image.new("RGB", (400, 600), (255, 255, 255))
-    assert split_page(blank, SPLIT, TOKEN_SIDE) == [blank]
+    assert split_page(blank, SPLIT, BUDGET) == [blank]
 
 
 def _tight_paragraph(lines: list[str], family: str) -> tuple[Image.Image, list[np.ndarray], list[np.ndarray]]:
@@ -156,7 +163,7 @@ def test_bands_cut_to_their_ink_columns_lose_no_ink():
     page = _synthetic_page(3)
     split = RegionSplit(max_height=32, margin=8, crop_columns=True)
     rows = band_rows(page, split)
-    bands = split_page(page, split, TOKEN_SIDE)
+    bands = split_page(page, split, BUDGET)
     assert len(bands) == len(rows) > 5
     for (top, bottom), band in zip(rows, bands):
         assert _ink_pixels(band) == _ink_pixels(page.crop((0, top, page.width, bottom)))
@@ -170,24 +177,24 @@ def _line_heights(bands: list[Image.Image]) -> list[int]:
 def test_small_type_is_enlarged_to_the_text_height_and_large_type_is_left_alone():
     page = _synthetic_page(3)
     lines = RegionSplit(max_height=32, margin=8)
-    natural = float(np.median(_line_heights(split_page(page, lines, TOKEN_SIDE))))
+    natural = float(np.median(_line_heights(split_page(page, lines, BUDGET))))
     target = round(natural * 1.6)
-    enlarged = split_page(page, lines.model_copy(update={"text_height": target}), TOKEN_SIDE)
+    enlarged = split_page(page, lines.model_copy(update={"text_height": target}), BUDGET)
     # Roughly the target measured again (anti-aliased edges grow with the letters); exactly its scale:
     assert abs(np.median(_line_heights(enlarged)) - target) <= 0.25 * target
     assert all(band.height % TOKEN_SIDE == 0 and band.width == round(page.width * target / natural) for band in enlarged)
-    too_far = split_page(page, lines.model_copy(update={"text_height": round(natural * 10)}), TOKEN_SIDE)
+    too_far = split_page(page, lines.model_copy(update={"text_height": round(natural * 10)}), BUDGET)
     assert {band.width for band in too_far} == {round(page.width * MAX_ENLARGEMENT)}
-    never_shrunk = split_page(page, lines.model_copy(update={"text_height": round(natural / 2)}), TOKEN_SIDE)
-    assert [band.tobytes() for band in never_shrunk] == [band.tobytes() for band in split_page(page, lines, TOKEN_SIDE)]
+    never_shrunk = split_page(page, lines.model_copy(update={"text_height": round(natural / 2)}), BUDGET)
+    assert [band.tobytes() for band in never_shrunk] == [band.tobytes() for band in split_page(page, lines, BUDGET)]
 
 
 def test_reading_by_regions_is_reading_each_band(hf_engine):
     page = _synthetic_page(5)
-    bands = split_page(page, SPLIT, TOKEN_SIDE)
+    bands = split_page(page, SPLIT, BUDGET)
     settings = GenerationSettings(max_tokens=8)
     one_by_one = [hf_engine.read(band, settings) for band in bands]
-    engine = ReadByRegions(hf_engine, SPLIT, TOKEN_SIDE)
+    engine = ReadByRegions(hf_engine, SPLIT, BUDGET)
     pieces: list[str] = []
     joined = engine.read(page, settings, on_text=pieces.append)
     assert joined.text == SEPARATOR.join(region.text for region in one_by_one) == "".join(pieces)
@@ -237,11 +244,11 @@ def _table_page(family: str) -> Image.Image:
 def test_a_tables_rows_set_apart_by_space_are_cut_into_its_columns_and_prose_is_not(family):
     page = _table_page(family)
     split = RegionSplit(max_height=32, margin=8, crop_columns=True, cell_gap=2.0)
-    prose, *rows, more_prose, signature = page_regions(page, split, TOKEN_SIDE)
+    prose, *rows, more_prose, signature = page_regions(page, split, BUDGET)
     assert len(prose.images) == len(more_prose.images) == len(signature.images) == 1  # a lone line with a gap is no table
     assert [(len(row.images), row.is_table_row) for row in rows] == [(4, True)] * 3
     assert [cell is None for row in rows for cell in row.images] == [text == "" for cells in TABLE for text in cells]
-    whole = page_regions(page, split.model_copy(update={"cell_gap": None}), TOKEN_SIDE)
+    whole = page_regions(page, split.model_copy(update={"cell_gap": None}), BUDGET)
     assert [len(band.images) for band in whole] == [1] * 6
     for cells, [band] in zip((row.images for row in rows), (band.images for band in whole[1:])):  # the cells hold the row's ink, each of it once
         assert sum(_ink_pixels(cell) for cell in cells if cell is not None) == _ink_pixels(band)
@@ -296,16 +303,66 @@ def test_a_scanned_invoices_header_and_items_are_cut_into_cells_as_its_pdfs_are(
     assert max(map(len, rows["scanned"])) >= max(map(len, rows["born-digital"])) - 3 >= 7
 
 
+def test_small_type_set_close_is_cut_a_line_a_band():
+    """A 9-pt regulation on the shipped budget's page: its lines are 9-12 rows apart, two of them within
+    `max_height`, and a band of two lines was read as one, the model inventing words to fill it.  Each band
+    now holds one line of the text layer, but where two lines share no light rows (8 of 70; 29 of 48
+    before `lines_apart`)."""
+    preset = load_model_preset("ocr-tiny-tr")
+    pdf = Path("samples/real-tr/legislation/engelliler-danisma-yonetmeligi.pdf")
+    (image,) = render_pdf_pages(open_document(pdf), [1], DEFAULT_DPI, preset.pixels)
+    rows = page_bands(image, preset.regions).rows
+    with pymupdf.open(pdf) as document:
+        page = document[0]
+        zoom = image.height / page.rect.height
+        middles = [(top + bottom) / 2 * zoom for _, top, _, bottom, *_ in page.get_text("words")]
+    # A line's words share their middle to a point or two; the next line's lie 11 points lower.
+    spreads = [np.ptp(inside) for top, bottom in rows if (inside := [m for m in middles if top <= m < bottom])]
+    assert len(spreads) >= 60
+    assert sum(spread > 6 * zoom for spread in spreads) <= 10
+
+
+def _sharpness(image: Image.Image) -> float:
+    gray = np.asarray(image.convert("L"), dtype=np.float32)
+    return float(np.abs(cv2.Laplacian(gray, cv2.CV_32F)).mean())
+
+
+@pytest.mark.parametrize("page_id", ["born-digital/invoice/gib-ticari-fatura/p1", "scanned/invoice/gib-ticari-fatura/p1",
+                                     "born-digital/legislation/engelliler-danisma-yonetmeligi/p1"])
+def test_parts_are_taken_from_the_sharper_page_where_the_fitted_page_cuts_it(page_id):
+    """A page kept at `page_pixels` is cut where the same page fitted to the model's budget is, into parts of
+    the same sizes; their pixels come from the larger page (twice the detail: 9-pt type is enlarged from its
+    strokes, not their blur), with the rules the cut erased erased there too."""
+    preset = load_model_preset("ocr-tiny-tr")
+    page = next(page for page in load_real_benchmark(categories=(page_id.split("/")[1],)) if page.id == page_id)
+    sharp = page.image(preset.page_pixels)
+    fitted = fit_image(sharp, preset.pixels)
+    assert sharp.width > 1.5 * fitted.width
+    parts, fitted_parts = (
+        [part for band in page_regions(image, preset.regions, preset.pixels) for part in band.images if part is not None]
+        for image in (sharp, fitted)
+    )
+    assert [part.size for part in parts] == [part.size for part in fitted_parts]
+    assert np.mean([_sharpness(part) for part in parts]) > 1.7 * np.mean([_sharpness(part) for part in fitted_parts])
+    assert [_ruled(part) for part in parts] == [_ruled(part) for part in fitted_parts]
+
+
+def _ruled(part: Image.Image) -> bool:
+    """Whether `part` has a row of ink across 80% of it: a rule (a line of letters has gaps between them)."""
+    gray = np.asarray(part.convert("L"), dtype=np.int16)
+    return bool((gray < np.median(gray) - INK_CONTRAST).mean(axis=1).max() > 0.8)
+
+
 def test_a_band_read_cell_by_cell_is_written_as_a_table_row(hf_engine):
     page = _table_page("DejaVuSans.ttf")
     split = RegionSplit(max_height=32, margin=8, crop_columns=True, cell_gap=2.0)
     settings = GenerationSettings(max_tokens=6)
-    engine = ReadByRegions(hf_engine, split, TOKEN_SIDE)
+    engine = ReadByRegions(hf_engine, split, BUDGET)
     expected = [
         cells_read[0] if len(cells_read) == 1 else table_row([cell_text(text) for text in cells_read])
         for cells_read in (
             ["" if cell is None else hf_engine.read(cell, settings).text for cell in band.images]
-            for band in page_regions(page, split, TOKEN_SIDE)
+            for band in page_regions(page, split, BUDGET)
         )
     ]
     pieces: list[str] = []
@@ -334,8 +391,8 @@ def test_a_tables_rules_are_erased_and_its_rows_cut_into_cells_as_without_them(g
     ruled, bare = _ruled_table_page(grid)
     erased = erase_rules(ruled)
     split = RegionSplit(max_height=32, margin=16, crop_columns=True, cut_between_lines=True, text_height=19, cell_gap=1.2)
-    rows = [band for band in page_regions(ruled, split, TOKEN_SIDE) if band.is_table_row]
-    bare_rows = [band for band in page_regions(bare, split, TOKEN_SIDE) if band.is_table_row]
+    rows = [band for band in page_regions(ruled, split, BUDGET) if band.is_table_row]
+    bare_rows = [band for band in page_regions(bare, split, BUDGET) if band.is_table_row]
     assert len(rows) == len(bare_rows) >= 3
     assert [len(band.images) for band in rows] == [len(band.images) for band in bare_rows]
     text_ink = _ink_mask(bare)
@@ -402,10 +459,10 @@ def test_a_line_read_in_chunks_is_their_readings_joined_by_spaces(hf_engine):
     page, _ = _long_line("DejaVuSans.ttf")
     split = RegionSplit(max_height=32, margin=8, crop_columns=True, chunk_width=20)
     settings = GenerationSettings(max_tokens=6)
-    [band] = page_regions(page, split, TOKEN_SIDE)
+    [band] = page_regions(page, split, BUDGET)
     assert len(band.images) >= 3 and not band.is_table_row
     expected = " ".join(hf_engine.read(chunk, settings).text.strip() for chunk in band.images)
-    engine = ReadByRegions(hf_engine, split, TOKEN_SIDE)
+    engine = ReadByRegions(hf_engine, split, BUDGET)
     pieces: list[str] = []
     read = engine.read(page, settings, on_text=pieces.append)
     assert read.text == expected == "".join(pieces)

@@ -261,7 +261,7 @@ def test_a_model_that_reads_bands_learns_from_its_bands(tmp_path, short_preset):
     bands, problems = band_refs(refs, regions, short_preset.pixels, 200)
     assert not problems
     for ref in refs:
-        expected = split_page(render_page(ref, short_preset.pixels, 200), regions, short_preset.pixels.factor)
+        expected = split_page(render_page(ref, short_preset.pixels, 200), regions, short_preset.pixels)
         own = [band for band in bands if band.page_id.rsplit(BAND_MARK, 1)[0] == ref.page_id]
         assert len(own) == len(expected)
         assert all(render_page(band, short_preset.pixels, 200).tobytes() == image.tobytes() for band, image in zip(own, expected))

@@ -117,8 +117,8 @@ def test_live_figures_count_each_band_as_it_comes_back(hf_engine, tiny_preset):
     """Beneath the split into bands, so that they move while a page is read; they add up to the page's."""
     [page] = iter_pages(open_document(SAMPLE_PDF), [1], tiny_preset.pixels, 60)
     split = RegionSplit(max_height=48, margin=8)
-    engine = ReadByRegions(hf_engine, split, tiny_preset.pixels.factor)
-    parts = sum(part is not None for band in page_regions(page.image, split, tiny_preset.pixels.factor) for part in band.images)
+    engine = ReadByRegions(hf_engine, split, tiny_preset.pixels)
+    parts = sum(part is not None for band in page_regions(page.image, split, tiny_preset.pixels) for part in band.images)
     settings = GenerationSettings(max_tokens=4, drafts=2)
     seen: list[PageMetrics] = []
     counted = count_readings(engine, seen.append)

@@ -81,8 +81,8 @@ def test_bulk_keeps_concurrency_and_page_counters_add_up_to_engine_counters(engi
 
 def test_pages_read_by_regions_in_bulk_read_as_alone(engine, pages, tiny_preset):
     # Low bands: each sample page is several, and bands of different pages are in flight together.
-    by_regions = ReadByRegions(engine, RegionSplit(max_height=48, margin=8), tiny_preset.pixels.factor)
-    assert all(len(split_page(image, by_regions.split, by_regions.token_side)) > 2 for image in pages)
+    by_regions = ReadByRegions(engine, RegionSplit(max_height=48, margin=8), tiny_preset.pixels)
+    assert all(len(split_page(image, by_regions.split, by_regions.budget)) > 2 for image in pages)
     before = engine.spec_totals()
     in_bulk = dict(by_regions.read_many(enumerate(pages), SETTINGS, concurrency=4))
     merged = SpecDecodingStats()
@@ -125,7 +125,7 @@ def test_shipped_model_drafts_move_no_logit_on_real_bands():
     parts = []
     for pdf in ("samples/real-tr/invoice/gib-ticari-fatura.pdf", "samples/real-tr/letter/atauni-senato-yayin-sartlari.pdf"):
         (image,) = render_pdf_pages(open_document(PROJECT_ROOT / pdf), [1], DEFAULT_DPI, preset.pixels)
-        parts += split_page(image, preset.regions, preset.pixels.factor)[:24]
+        parts += split_page(image, preset.regions, preset.pixels)[:24]
     settings = GenerationSettings(max_tokens=96, drafts=DRAFTS, logit_gaps=True)
     engine = VllmEngine(preset, drafts=DRAFTS, enforce_eager=True)
     try:

@@ -223,7 +223,7 @@ def count_readings(engine: Engine, observe: Callable[[PageMetrics], None]) -> En
     chunk's for an engine that reads pages by regions (beneath the split, so that the figures move while
     a page is read), each page's otherwise.  The shared engine itself is left as it is."""
     if isinstance(engine, ReadByRegions):
-        return ReadByRegions(_CountedReadings(engine.engine, observe), engine.split, engine.token_side)
+        return ReadByRegions(_CountedReadings(engine.engine, observe), engine.split, engine.budget)
     return _CountedReadings(engine, observe)
 
 

@@ -60,7 +60,7 @@ def document_pages(item: dict, job: ReadJob) -> Iterator[dict]:
     todo = [number for number in numbers if number not in done]
     rendered = 0
     try:
-        for page in iter_pages(document, todo, job.model.pixels, job.dpi):
+        for page in iter_pages(document, todo, job.model.page_pixels, job.dpi):
             rendered += 1
             yield page_row(source, document.page_count, page.number, image=page.image)
     # As in `read_pages`: PyMuPDF raises RuntimeErrors, Pillow OSErrors, when a file changed after it was opened.

@@ -191,7 +191,7 @@ def _model_run(model, engine, drafts, concurrency, baseline, tolerance, max_toke
 
 def _read_with_model(run: _ModelRun, pages: list[BenchmarkPage], scorer: Scorer) -> tuple[Evaluation, float]:
     """Every page at every K and concurrency (`evaluation.evaluate`), and the engine's start time."""
-    images = prepare_images(pages, run.preset.pixels)
+    images = prepare_images(pages, run.preset.page_pixels)
     quiet_libraries()
     started = time.perf_counter()
     reader = make_engine(run.engine, run.preset)

@@ -14,6 +14,10 @@ from ocr_app.regions.ink import INK_SHARE, LIGHT_SHARE, ink_mask, ink_per_row, i
 BODY_SHARE = 0.25
 # Past this, enlarging only blurs: a line 10 rows high holds no more detail at 40.
 MAX_ENLARGEMENT = 3.0
+# A band this many times the page's median line height high holds two lines or more that `max_height` let
+# through together (small type: 9-pt lines are 9-12 rows apart on a 1.1-MP A4 page): it is cut between them.
+# One line's ink, accents and tails included, is under 1.6 of its letters' height.
+LINES_APART = 1.7
 # A stroke of ink from a neighbouring band is erased from a band when fewer of its rows than this share of the
 # band's line height lie in the band: a descender's tail or an accent, not a letter two touching lines share.
 FOREIGN_SHARE = 0.5
@@ -76,6 +80,27 @@ def rows_of_bands(ink: np.ndarray, width: int, split: RegionSplit) -> list[tuple
     return bands
 
 
+def lines_apart(ink: np.ndarray, inked: np.ndarray, rows: list[tuple[int, int]], heights: list[int]) -> list[tuple[int, int]]:
+    """`rows` (bands' (first, end) rows of a page with `ink` pixels per row, `inked` rows holding ink; their
+    lines `heights` high) with each band over LINES_APART times the median line height cut between its lines
+    (`valley_row`), again while a part is that high and has two lines' bodies."""
+    limit = LINES_APART * float(np.median(heights))
+    parted = []
+    pending = list(reversed(rows))
+    while pending:
+        top, bottom = pending.pop()
+        valley = valley_row(ink[top:bottom]) if bottom - top > limit else None
+        if valley is None:
+            parted.append((top, bottom))
+            continue
+        cut = top + valley
+        for start, end in ((cut, bottom), (top, cut)):  # popped top part first
+            band_ink = np.flatnonzero(inked[start:end])
+            if band_ink.size:
+                pending.append((start + int(band_ink[0]), start + int(band_ink[-1]) + 1))
+    return parted
+
+
 def own_ink(image: Image.Image, rows: list[tuple[int, int]], heights: list[int]) -> Image.Image:
     """`image` (RGB) with the rows of each band at `rows` (lines `heights` high) holding only the band's own
     ink: a connected stroke whose middle row lies outside the band, and of which fewer than FOREIGN_SHARE of
@@ -115,14 +140,20 @@ def cut_band(
     scale: float,
     token_side: int,
     paper: tuple[int, ...],
+    zoom: tuple[float, float] = (1.0, 1.0),
 ) -> Image.Image:
-    """Rows top..bottom-1 and `columns` (left, right exclusive) of `image` as the model reads them: enlarged by
-    `scale`, with `split.margin` rows of `paper` above and below, and padded to a whole number of visual tokens
-    (`token_side`) high."""
+    """Rows top..bottom-1 and `columns` (left, right exclusive) of the cut page as the model reads them: enlarged
+    by `scale`, with `split.margin` rows of `paper` above and below, and padded to a whole number of visual
+    tokens (`token_side`) high.  The pixels come from `image`, the cut page or the same page `zoom` (across,
+    down) times larger, whose sharper strokes are resized to the same size."""
     left, right = columns
-    band = image.crop((left, top, right, bottom))
+    size = (right - left, bottom - top)
     if scale > 1.0:
-        band = band.resize((round(band.width * scale), round(band.height * scale)), Image.Resampling.BICUBIC)
+        size = (round(size[0] * scale), round(size[1] * scale))
+    zoom_x, zoom_y = zoom
+    band = image.crop((round(left * zoom_x), round(top * zoom_y), round(right * zoom_x), round(bottom * zoom_y)))
+    if band.size != size:
+        band = band.resize(size, Image.Resampling.BICUBIC)
     extra = -(band.height + 2 * split.margin) % token_side
     border = (0, split.margin + extra // 2, 0, split.margin + extra - extra // 2)
     return ImageOps.expand(band, border=border, fill=paper)

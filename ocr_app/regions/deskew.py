@@ -37,10 +37,20 @@ def skew_angle(image: Image.Image) -> float:
     return max(coarse + np.arange(-SKEW_REFINE, SKEW_REFINE + SKEW_STEP / 2, SKEW_STEP), key=row_sharpness)
 
 
-def deskewed(image: Image.Image) -> Image.Image:
-    """`image` turned so that its lines run level (`skew_angle`) when they are skewed by MIN_SKEW to MAX_SKEW
-    degrees, grown to keep its corners, the new ones in the paper's colour."""
+def level_angle(image: Image.Image) -> float:
+    """`skew_angle` when `image`'s lines are skewed by MIN_SKEW to MAX_SKEW degrees, else 0 (left as it is)."""
     angle = skew_angle(image)
-    if not MIN_SKEW <= abs(angle) <= MAX_SKEW:
+    return angle if MIN_SKEW <= abs(angle) <= MAX_SKEW else 0.0
+
+
+def turned(image: Image.Image, angle: float) -> Image.Image:
+    """`image` turned by `angle` degrees (counter-clockwise), grown to keep its corners, the new ones in the
+    paper's colour."""
+    if angle == 0.0:
         return image
     return image.rotate(angle, resample=Image.Resampling.BICUBIC, expand=True, fillcolor=paper_color(image))
+
+
+def deskewed(image: Image.Image) -> Image.Image:
+    """`image` turned so that its lines run level (`level_angle`)."""
+    return turned(image, level_angle(image))

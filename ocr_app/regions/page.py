@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
+import numpy as np
 from PIL import Image
 
-from ocr_app.config import RegionSplit
-from ocr_app.regions.bands import cut_band, enlargement, own_ink, rows_of_bands
+from ocr_app.config import PixelBudget, RegionSplit
+from ocr_app.pages import fit_image
+from ocr_app.regions.bands import cut_band, enlargement, lines_apart, own_ink, rows_of_bands
 from ocr_app.regions.chunks import line_chunks
-from ocr_app.regions.deskew import deskewed
-from ocr_app.regions.ink import ink_per_row, inked_columns, line_heights, paper_color
-from ocr_app.regions.rules import erase_rules
+from ocr_app.regions.deskew import level_angle, turned
+from ocr_app.regions.ink import INK_SHARE, ink_per_row, inked_columns, line_heights, paper_color
+from ocr_app.regions.rules import RULE_CONTRAST, erase_rules, in_long_runs
 from ocr_app.regions.tables import table_cells
+
+
+# A rule erased on the fitted page is erased on the sharper page where its ink there runs this many pixels
+# along a row or down a column: on the fitted page a rule took a row of pixels either side with it, and the
+# feet of letters standing on an underline went too.
+SHARP_RULE_RUN = 48
 
 
 @dataclass(frozen=True)
@@ -63,27 +72,69 @@ def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
     rows = rows_of_bands(ink, image.width, split)
     if not rows:
         return PageBands(image, [], [], [], 1.0)
+    if split.cut_between_lines:
+        rows = lines_apart(ink, ink > INK_SHARE * image.width, rows, line_heights(ink, rows))
     heights = line_heights(ink, rows)
     if split.own_ink:
         image = own_ink(image, rows, heights)
     return PageBands(image, rows, heights, band_parts(image, rows, heights, split), enlargement(heights, split.text_height))
 
 
-def page_regions(image: Image.Image, split: RegionSplit, token_side: int) -> list[Band]:
+def _changed(before: Image.Image, after: Image.Image) -> np.ndarray:
+    """[h, w] bool: the pixels that differ between two images of the same size."""
+    return (np.asarray(before.convert("RGB")) != np.asarray(after.convert("RGB"))).any(axis=2)
+
+
+def painted_as(sharp: Image.Image, page: Image.Image, painted: Image.Image) -> Image.Image:
+    """`sharp`, a larger rendering of `page`, painted with paper where `painted` (`page` as `page_bands` left it)
+    differs from `page`: its bands' neighbours' ink, and its rules where `sharp`'s ink runs SHARP_RULE_RUN
+    pixels along them; each with a pixel of `sharp` around (a stroke's anti-aliased edge)."""
+    ruled = erase_rules(page)
+    rules, foreign = _changed(page, ruled), _changed(ruled, painted)  # each [h, w]
+    if not (rules.any() or foreign.any()):
+        return sharp
+    gray = np.asarray(sharp.convert("L"), dtype=np.int16)  # [H, W]
+    dark = gray < int(np.median(gray)) - RULE_CONTRAST  # [H, W]
+    along = in_long_runs(dark, SHARP_RULE_RUN) | in_long_runs(dark.T, SHARP_RULE_RUN).T  # [H, W]
+
+    def enlarged(mask: np.ndarray) -> np.ndarray:
+        return cv2.resize(mask.astype(np.uint8), sharp.size, interpolation=cv2.INTER_NEAREST).astype(bool)  # [H, W]
+
+    mask = (enlarged(rules) & along) | enlarged(foreign)  # [H, W]
+    mask = cv2.dilate(mask.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    pixels = np.array(sharp.convert("RGB"))  # [H, W, 3], a copy
+    pixels[mask] = paper_color(painted)
+    return Image.fromarray(pixels)
+
+
+def page_regions(image: Image.Image, split: RegionSplit, budget: PixelBudget) -> list[Band]:
     """The page's bands (`Band`), each part (`page_bands`) cut by `cut_band`: with at least `split.margin` rows
     of paper above and below its ink, as the blocks the model was trained on have.  A page without ink is one
     band: the whole page, so the model still sees it.  Bands are a whole number of visual tokens
-    (`token_side`, the pixel budget's factor) high, so the processor does not resize them (a 46-row band of
-    one line would be squeezed to 32 rows, its letters to 70% of their height).  A skewed page is turned
-    upright first, with `split.deskew` (`deskewed`)."""
-    bands = page_bands(deskewed(image) if split.deskew else image, split)
+    (`budget.factor`) high, so the processor does not resize them (a 46-row band of one line would be
+    squeezed to 32 rows, its letters to 70% of their height).  A skewed page is turned upright first, with
+    `split.deskew` (`level_angle`).
+
+    The cut is made on the page fitted to `budget`, which every key of `split` is measured in; an `image`
+    larger than that (rendered with `split.page_pixels`) gives the parts' pixels, its small type enlarged from
+    its own strokes rather than from a downscaled page's blur."""
+    page = image if image.width * image.height <= budget.max_pixels else fit_image(image, budget)
+    angle = level_angle(page) if split.deskew else 0.0
+    sharp = None if page is image else turned(image, angle)
+    page = turned(page, angle)
+    bands = page_bands(page, split)
     if not bands.rows:
         return [Band([bands.image])]
     paper = paper_color(bands.image)
+    source, zoom, scale = bands.image, (1.0, 1.0), bands.scale
+    if sharp is not None:
+        source, zoom = painted_as(sharp, page, bands.image), (sharp.width / page.width, sharp.height / page.height)
+        scale = max(scale, min(zoom))  # the sharper page is never shrunk either
     return [
         Band(
             [
-                None if columns is None else cut_band(bands.image, top, bottom, columns, split, bands.scale, token_side, paper)
+                None if columns is None
+                else cut_band(source, top, bottom, columns, split, scale, budget.factor, paper, zoom)
                 for columns in parts
             ],
             is_table_row,
@@ -92,7 +143,7 @@ def page_regions(image: Image.Image, split: RegionSplit, token_side: int) -> lis
     ]
 
 
-def split_page(image: Image.Image, split: RegionSplit, token_side: int) -> list[Image.Image]:
+def split_page(image: Image.Image, split: RegionSplit, budget: PixelBudget) -> list[Image.Image]:
     """Every image the model reads of the page (`page_regions`), bands in order, a band's cells or chunks left
     to right."""
-    return [part for band in page_regions(image, split, token_side) for part in band.images if part is not None]
+    return [part for band in page_regions(image, split, budget) for part in band.images if part is not None]

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 
 from PIL import Image
 
-from ocr_app.config import RegionSplit
+from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.engines.protocol import Engine, GenerationSettings, Key, PageText, TextCallback, WrappedEngine
 from ocr_app.metrics import PageMetrics, SpecDecodingStats
 from ocr_app.regions.page import page_regions
@@ -96,15 +96,15 @@ class _SeparatedStream:
 class ReadByRegions(WrappedEngine):
     """Wraps any engine: each page is read as the bands and cells `page_regions` cuts it into."""
 
-    def __init__(self, engine: Engine, split: RegionSplit, token_side: int):
+    def __init__(self, engine: Engine, split: RegionSplit, budget: PixelBudget):
         super().__init__(engine)
         self.split = split
-        self.token_side = token_side
+        self.budget = budget
 
     def read(self, image: Image.Image, settings: GenerationSettings, on_text: TextCallback | None = None) -> PageText:
         started = time.perf_counter()
         regions: list[PageText] = []
-        for band in page_regions(image, self.split, self.token_side):
+        for band in page_regions(image, self.split, self.budget):
             streamed = _SeparatedStream(on_text, [region.text for region in regions]) if on_text is not None else None
             if len(band.images) == 1:
                 regions.append(self.engine.read(band.images[0], settings, streamed))
@@ -129,7 +129,7 @@ class ReadByRegions(WrappedEngine):
 
         def parts() -> Iterator[tuple[tuple[Key, int, int], Image.Image]]:
             for key, image in pages:
-                bands = page_regions(image, self.split, self.token_side)
+                bands = page_regions(image, self.split, self.budget)
                 readings[key] = [[None] * len(band.images) for band in bands]
                 table_rows[key] = [band.is_table_row for band in bands]
                 unread[key] = sum(part is not None for band in bands for part in band.images)

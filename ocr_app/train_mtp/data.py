@@ -21,7 +21,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from ocr_app.config import PixelBudget, RegionSplit
+from ocr_app.config import PixelBudget, RegionSplit, page_budget
 from ocr_app.documents import find_documents, open_document
 from ocr_app.engines.protocol import Engine, GenerationSettings
 from ocr_app.errors import ConfigError, InputError
@@ -91,7 +91,7 @@ def _page_image(document: Path | None, number: int, budget: PixelBudget, dpi: in
 
 @lru_cache(maxsize=PAGES_KEPT)
 def _page_bands(document: Path | None, number: int, budget: PixelBudget, dpi: int, regions: RegionSplit) -> tuple[Image.Image, ...]:
-    return tuple(split_page(_page_image(document, number, budget, dpi), regions, budget.factor))
+    return tuple(split_page(_page_image(document, number, page_budget(budget, regions), dpi), regions, budget))
 
 
 def render_page(ref: PageRef, budget: PixelBudget, dpi: int) -> Image.Image:
