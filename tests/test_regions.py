@@ -331,8 +331,9 @@ def _sharpness(image: Image.Image) -> float:
                                      "born-digital/legislation/engelliler-danisma-yonetmeligi/p1"])
 def test_parts_are_taken_from_the_sharper_page_where_the_fitted_page_cuts_it(page_id):
     """A page kept at `page_pixels` is cut where the same page fitted to the model's budget is, into parts of
-    the same sizes; their pixels come from the larger page (twice the detail: 9-pt type is enlarged from its
-    strokes, not their blur), with the rules the cut erased erased there too."""
+    the same sizes (type this small is enlarged past the larger page's own size); their pixels come from the
+    larger page (twice the detail: 9-pt type is enlarged from its strokes, not their blur), with the rules the
+    cut erased erased there too."""
     preset = load_model_preset("ocr-tiny-tr")
     page = next(page for page in load_real_benchmark(categories=(page_id.split("/")[1],)) if page.id == page_id)
     sharp = page.image(preset.page_pixels)
@@ -345,6 +346,21 @@ def test_parts_are_taken_from_the_sharper_page_where_the_fitted_page_cuts_it(pag
     assert [part.size for part in parts] == [part.size for part in fitted_parts]
     assert np.mean([_sharpness(part) for part in parts]) > 1.7 * np.mean([_sharpness(part) for part in fitted_parts])
     assert [_ruled(part) for part in parts] == [_ruled(part) for part in fitted_parts]
+
+
+def test_parts_of_larger_type_are_never_shrunk_below_the_sharper_page():
+    """12-pt type is 12 rows high on the fitted page, enlarged 1.6x to the text height, but 23 rows on the
+    page rendered at 200 dpi: its parts keep that size rather than lose detail the page has."""
+    preset = load_model_preset("ocr-tiny-tr")
+    page = next(page for page in load_real_benchmark(categories=("letter",)) if page.id == "born-digital/letter/yok-44b-temel-ilkeler/p1")
+    sharp = page.image(preset.page_pixels)
+    parts, fitted_parts = (
+        [part for band in page_regions(image, preset.regions, preset.pixels) for part in band.images if part is not None]
+        for image in (sharp, fit_image(sharp, preset.pixels))
+    )
+    assert len(parts) == len(fitted_parts)
+    assert all(part.width >= fitted.width and part.height >= fitted.height for part, fitted in zip(parts, fitted_parts))
+    assert sum(part.width for part in parts) > 1.1 * sum(part.width for part in fitted_parts)
 
 
 def _ruled(part: Image.Image) -> bool:
