@@ -54,7 +54,8 @@ def _pdf(path: Path) -> list[list[str]]:
 
 def test_band_answers_hold_each_word_of_the_band_exactly_once(tmp_path):
     expected = _pdf(tmp_path / "made.pdf")
-    cut = render_and_cut(tmp_path / "made.pdf", 1, BUDGET, RECIPE.regions)
+    # The page rendered at the budget (its chunks' widths, in line heights of 11 rows, fall on the row's cells).
+    cut = render_and_cut(tmp_path / "made.pdf", 1, BUDGET, RECIPE.regions.model_copy(update={"page_pixels": None}))
     assert cut.bands == len(LINES) + 1  # every line a band; all of them kept
     by_band: dict[tuple[int, int], Counter] = {}
     for part in cut.parts:
@@ -67,6 +68,23 @@ def test_band_answers_hold_each_word_of_the_band_exactly_once(tmp_path):
     row_parts = [part.text for part in cut.parts if (part.top, part.bottom) == sorted(by_band)[-1]]
     assert row_parts == [" ".join(words) for words in expected[len(LINES):]]
     assert len([part for part in cut.parts if "Öğrenci" in part.text or "kurullara" in part.text]) >= 2
+
+
+def test_parts_of_a_page_rendered_larger_are_cut_from_it_with_the_same_words(tmp_path):
+    """With `page_pixels` (the recipe's), a corpus page is cut where its budget-sized page says and each part's
+    pixels come from the 200-dpi rendering, as `ocr-read` reads it: the same words in each band, an image
+    1.9 times larger to take the parts from, and parts at least the size they had."""
+    _pdf(tmp_path / "made.pdf")
+    plain = render_and_cut(tmp_path / "made.pdf", 1, BUDGET, RECIPE.regions.model_copy(update={"page_pixels": None}))
+    sharp = render_and_cut(tmp_path / "made.pdf", 1, BUDGET, RECIPE.regions)
+    assert RECIPE.regions.page_pixels is not None and min(sharp.zoom) > 1.8
+    assert (sharp.image.width, sharp.image.height) == (round(plain.image.width * sharp.zoom[0]), round(plain.image.height * sharp.zoom[1]))
+
+    def words(cut):
+        return sorted(word for part in cut.parts for word in part.text.replace("**", "").split())
+
+    assert words(sharp) == words(plain)
+    assert sharp.scale >= max(plain.scale, min(sharp.zoom))
 
 
 def test_hidden_text_and_text_without_ink_are_not_kept(tmp_path):

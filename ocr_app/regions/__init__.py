@@ -35,7 +35,8 @@ One module per step:
     tables.py  a space-set table's rows cut into cells (`table_cells`)
     chunks.py  a long line cut at word gaps (`line_chunks`)
     page.py    the steps in order: a page cut into bands (`page_bands`, which training cuts with too) and
-               the images the model reads (`page_regions`, `split_page`)
+               the images the model reads (`page_regions`, `split_page`), taken from a sharper rendering
+               of the page when there is one (`part_source`)
     text.py    the parts' readings joined into the page's Markdown (`joined_text`)
     reader.py  `ReadByRegions`, the engine wrapper
 """
@@ -44,7 +45,7 @@ from ocr_app.regions.bands import MAX_ENLARGEMENT, band_rows, cut_band, enlargem
 from ocr_app.regions.chunks import CHUNK_CUT_FROM, WORD_GAP, line_chunks
 from ocr_app.regions.deskew import deskewed, skew_angle
 from ocr_app.regions.ink import ink_per_row, ink_rows, inked_columns, line_height, line_heights, paper_color
-from ocr_app.regions.page import Band, PageBands, band_parts, page_bands, page_regions, split_page
+from ocr_app.regions.page import Band, PageBands, band_parts, fitted_page, page_bands, page_regions, part_source, split_page
 from ocr_app.regions.reader import ReadByRegions
 from ocr_app.regions.rules import erase_rules
 from ocr_app.regions.tables import cell_columns, table_cells
@@ -53,6 +54,7 @@ from ocr_app.regions.text import SEPARATOR, cell_text, joined_text, table_row
 __all__ = [
     "CHUNK_CUT_FROM", "MAX_ENLARGEMENT", "SEPARATOR", "WORD_GAP", "Band", "PageBands", "ReadByRegions", "band_parts", "band_rows",
     "cell_columns", "cell_text", "cut_band", "deskewed", "enlargement", "erase_rules", "ink_per_row", "ink_rows",
-    "inked_columns", "joined_text", "line_chunks", "line_height", "line_heights", "own_ink", "page_bands", "page_regions", "paper_color",
+    "inked_columns", "joined_text", "line_chunks", "line_height", "line_heights", "own_ink", "fitted_page", "page_bands", "page_regions",
+    "paper_color", "part_source",
     "rows_of_bands", "skew_angle", "split_page", "table_cells", "table_row",
 ]

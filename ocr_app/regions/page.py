@@ -107,6 +107,21 @@ def painted_as(sharp: Image.Image, page: Image.Image, painted: Image.Image) -> I
     return Image.fromarray(pixels)
 
 
+def fitted_page(image: Image.Image, budget: PixelBudget) -> Image.Image:
+    """The page the cut is made on: `image` itself when `budget` holds it, else `image` fitted to `budget`."""
+    return image if image.width * image.height <= budget.max_pixels else fit_image(image, budget)
+
+
+def part_source(bands: PageBands, page: Image.Image, sharp: Image.Image | None) -> tuple[Image.Image, tuple[float, float], float]:
+    """What the parts of `page` cut into `bands` are taken from, its zoom (across, down) over `page`, and their
+    enlargement: `bands.image` at `bands.scale`; with `sharp`, a larger rendering of `page`, that rendering
+    painted as `bands.image` was (`painted_as`), enlarged at least to its own size (never shrunk below it)."""
+    if sharp is None:
+        return bands.image, (1.0, 1.0), bands.scale
+    zoom = (sharp.width / page.width, sharp.height / page.height)
+    return painted_as(sharp, page, bands.image), zoom, max(bands.scale, min(zoom))
+
+
 def page_regions(image: Image.Image, split: RegionSplit, budget: PixelBudget) -> list[Band]:
     """The page's bands (`Band`), each part (`page_bands`) cut by `cut_band`: with at least `split.margin` rows
     of paper above and below its ink, as the blocks the model was trained on have.  A page without ink is one
@@ -118,7 +133,7 @@ def page_regions(image: Image.Image, split: RegionSplit, budget: PixelBudget) ->
     The cut is made on the page fitted to `budget`, which every key of `split` is measured in; an `image`
     larger than that (rendered with `split.page_pixels`) gives the parts' pixels, its small type enlarged from
     its own strokes rather than from a downscaled page's blur."""
-    page = image if image.width * image.height <= budget.max_pixels else fit_image(image, budget)
+    page = fitted_page(image, budget)
     angle = level_angle(page) if split.deskew else 0.0
     sharp = None if page is image else turned(image, angle)
     page = turned(page, angle)
@@ -126,10 +141,7 @@ def page_regions(image: Image.Image, split: RegionSplit, budget: PixelBudget) ->
     if not bands.rows:
         return [Band([bands.image])]
     paper = paper_color(bands.image)
-    source, zoom, scale = bands.image, (1.0, 1.0), bands.scale
-    if sharp is not None:
-        source, zoom = painted_as(sharp, page, bands.image), (sharp.width / page.width, sharp.height / page.height)
-        scale = max(scale, min(zoom))  # the sharper page is never shrunk either
+    source, zoom, scale = part_source(bands, page, sharp)
     return [
         Band(
             [

@@ -105,12 +105,14 @@ def draw_band(
 
 def damaged_part(
     page: Image.Image, top: int, bottom: int, columns: tuple[int, int], split: RegionSplit, scale: float,
-    degradation: str, rng: random.Random,
+    degradation: str, rng: random.Random, zoom: tuple[float, float] = (1.0, 1.0),
 ) -> Image.Image:
-    """Rows top..bottom-1 and `columns` of `page` cut as `regions.cut_band` cuts them (enlarged by `scale`), with
-    the `degradation`'s damage.  The damage is done to the band's rows and some paper around them, not to the
-    page: the same blur, grain and compression for a fraction of the pixels.  Not turned: a turned band would
-    hold other words."""
-    above, below = max(0, top - split.margin), min(page.height, bottom + split.margin)
-    stretch = degrade(page.crop((0, above, page.width, below)), degradation, rng, turn=False)
-    return cut_band(stretch, top - above, bottom - above, columns, split, scale, TOKEN_SIDE, paper_color(stretch))
+    """Rows top..bottom-1 and `columns` of the cut page cut as `regions.cut_band` cuts them (enlarged by `scale`;
+    pixels from `page`, the cut page or a rendering of it `zoom` times larger), with the `degradation`'s damage.
+    The damage is done to the band's rows and some paper around them, not to the page: the same blur, grain and
+    compression for a fraction of the pixels.  Not turned: a turned band would hold other words."""
+    zoom_y = zoom[1]
+    above = max(0, top - split.margin)
+    first, end = round(above * zoom_y), min(page.height, round((bottom + split.margin) * zoom_y))
+    stretch = degrade(page.crop((0, first, page.width, end)), degradation, rng, turn=False)
+    return cut_band(stretch, top - above, bottom - above, columns, split, scale, TOKEN_SIDE, paper_color(stretch), zoom)

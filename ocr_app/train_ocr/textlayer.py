@@ -2,7 +2,7 @@
 words the PDF's own text layer places in it.
 
 A page is rendered as `ocr-read` renders it (`pages.render_pdf_pages`: 200 dpi fitted to the model's pixel
-budget), its rules erased, and cut into bands and parts (a table row's cells, a long line's chunks) by the very
+budget, or to `regions.page_pixels`, the parts then taken from that larger page), its rules erased, and cut into bands and parts (a table row's cells, a long line's chunks) by the very
 functions `regions.page_regions` uses; no deskew, a born-digital page is level.  Each word of the text layer
 (`page.get_text("words")`, boxes in PDF points) is mapped to the page's pixels by the render's scale and given to
 the band holding its box's middle row and the part holding its middle column.  A part is kept only when its
@@ -25,10 +25,10 @@ import numpy as np
 import pymupdf
 from PIL import Image
 
-from ocr_app.config import PixelBudget, RegionSplit
+from ocr_app.config import PixelBudget, RegionSplit, page_budget
 from ocr_app.documents import open_document
 from ocr_app.pages import DEFAULT_DPI, render_pdf_pages
-from ocr_app.regions import cell_text, page_bands
+from ocr_app.regions import cell_text, fitted_page, page_bands, part_source
 from ocr_app.regions.ink import ink_mask
 from ocr_app.synth import story
 from ocr_app.synth.bands import damaged_part
@@ -39,8 +39,9 @@ UNEXPLAINED_INK = 0.5
 WORD_SLACK = 0.15
 # A word shows when at least this share of its columns hold ink in its band.
 WORD_INKED = 0.2
-# Every page of the corpus (122 pages, training and held out, ~3 MB each rendered, ~370 MB in all): a page
-# costs ~0.5 s to render and cut, so a cache smaller than the corpus would render pages again and again.
+# Every page of the corpus (122 pages, training and held out, ~15 MB each rendered at `page_pixels` with its
+# fitted page, ~1.9 GB in all): a page costs ~0.5 s to render and cut at 1.1 MP, so a cache smaller than the
+# corpus would render pages again and again.
 PAGES_CACHED = 128
 
 
@@ -76,12 +77,15 @@ class Part:
 
 @dataclass(frozen=True)
 class CutPage:
-    """A page rendered and cut: the erased page, its kept parts, and its enlargement (`regions.enlargement`)."""
+    """A page rendered and cut: what its parts are taken from (the erased page, or a larger rendering of it
+    `zoom` times its size: `regions.part_source`), its kept parts (in the cut page's pixels), and their
+    enlargement."""
 
     image: Image.Image
     parts: tuple[Part, ...]
     scale: float
     bands: int  # how many bands the page was cut into, kept or not
+    zoom: tuple[float, float] = (1.0, 1.0)
 
 
 def _is_bold(font: str, flags: int) -> bool:
@@ -146,9 +150,9 @@ def _explained(inked: np.ndarray, words: list[LayerWord], columns: tuple[int, in
     return unexplained <= UNEXPLAINED_INK * height
 
 
-def cut_page(image: Image.Image, words: list[LayerWord], split: RegionSplit) -> CutPage:
-    """`image` (a rendered page) cut as `regions.page_regions` cuts it, without deskew, with the parts whose
-    text its `words` give exactly."""
+def cut_page(image: Image.Image, words: list[LayerWord], split: RegionSplit, sharp: Image.Image | None = None) -> CutPage:
+    """`image` (a rendered page; `sharp`, a larger rendering of it, gives the parts' pixels) cut as
+    `regions.page_regions` cuts it, without deskew, with the parts whose text its `words` give exactly."""
     bands = page_bands(image, split)
     page, rows, heights = bands.image, bands.rows, bands.heights
     dark = ink_mask(page)  # [H, W]
@@ -169,15 +173,17 @@ def cut_page(image: Image.Image, words: list[LayerWord], split: RegionSplit) -> 
             if inside and _explained(inked, inside, columns, heights[index]):
                 text = words_text(inside)
                 parts.append(Part(top, bottom, columns, cell_text(text) if is_table_row else text))
-    return CutPage(page, tuple(parts), bands.scale, len(rows))
+    source, zoom, scale = part_source(bands, image, sharp)
+    return CutPage(source, tuple(parts), scale, len(rows), zoom)
 
 
 def render_and_cut(pdf: Path, number: int, budget: PixelBudget, split: RegionSplit) -> CutPage:
     """Page `number` (1-based) of `pdf` rendered as `ocr-read` renders it and cut (`cut_page`)."""
-    (image,) = render_pdf_pages(open_document(pdf), [number], DEFAULT_DPI, budget)
+    (image,) = render_pdf_pages(open_document(pdf), [number], DEFAULT_DPI, page_budget(budget, split))
+    page = fitted_page(image, budget)
     with pymupdf.open(pdf) as document:
-        words = layer_words(document[number - 1], image.size)
-    return cut_page(image, words, split)
+        words = layer_words(document[number - 1], page.size)
+    return cut_page(page, words, split, None if page is image else image)
 
 
 @lru_cache(maxsize=PAGES_CACHED)
@@ -189,7 +195,7 @@ def _damaged(rng: random.Random, cut: CutPage, split: RegionSplit, degradation: 
     """One of the page's parts, drawn by `rng`, as the reader gets it (enlarged, padded, with the `degradation`'s
     damage), and its text."""
     part = rng.choice(cut.parts)
-    return damaged_part(cut.image, part.top, part.bottom, part.columns, split, cut.scale, degradation, rng), part.text
+    return damaged_part(cut.image, part.top, part.bottom, part.columns, split, cut.scale, degradation, rng, cut.zoom), part.text
 
 
 def part_sample(
