@@ -73,11 +73,13 @@ def rows_of_bands(ink: np.ndarray, width: int, split: RegionSplit) -> list[tuple
     if rows.size == 0:
         return []
     edges = [int(rows[0]), *band_cuts(ink, inked, int(rows[0]), int(rows[-1]) + 1, split), int(rows[-1]) + 1]
-    bands = []
-    for top, bottom in zip(edges, edges[1:]):
-        band_ink = np.flatnonzero(inked[top:bottom])
-        bands.append((top + int(band_ink[0]), top + int(band_ink[-1]) + 1))
-    return bands
+    return [_ink_span(inked, top, bottom) for top, bottom in zip(edges, edges[1:])]
+
+
+def _ink_span(inked: np.ndarray, top: int, bottom: int) -> tuple[int, int] | None:
+    """(first, end) of the rows holding ink (`inked`: [H] bool) among top..bottom-1; None if none do."""
+    band_ink = np.flatnonzero(inked[top:bottom])
+    return (top + int(band_ink[0]), top + int(band_ink[-1]) + 1) if band_ink.size else None
 
 
 def lines_apart(ink: np.ndarray, inked: np.ndarray, rows: list[tuple[int, int]], heights: list[int]) -> list[tuple[int, int]]:
@@ -94,10 +96,7 @@ def lines_apart(ink: np.ndarray, inked: np.ndarray, rows: list[tuple[int, int]],
             parted.append((top, bottom))
             continue
         cut = top + valley
-        for start, end in ((cut, bottom), (top, cut)):  # popped top part first
-            band_ink = np.flatnonzero(inked[start:end])
-            if band_ink.size:
-                pending.append((start + int(band_ink[0]), start + int(band_ink[-1]) + 1))
+        pending += [span for span in (_ink_span(inked, cut, bottom), _ink_span(inked, top, cut)) if span]  # top part popped first
     return parted
 
 

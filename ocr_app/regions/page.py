@@ -52,13 +52,15 @@ def band_parts(
 class PageBands:
     """A page cut into bands, before any band is cut out: `image` with its rules erased (and, with
     `split.own_ink`, each band's neighbours' ink painted over), the bands' `rows`, their lines' `heights`, each
-    band's `parts` (`band_parts`) and the enlargement all its bands get (`enlargement`)."""
+    band's `parts` (`band_parts`), the enlargement all its bands get (`enlargement`), and the page with only its
+    rules erased (`ruled`: what `own_ink` painted over is where `image` differs from it)."""
 
     image: Image.Image
     rows: list[tuple[int, int]]
     heights: list[int]
     parts: list[tuple[list[tuple[int, int] | None], bool]]
     scale: float
+    ruled: Image.Image
 
 
 def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
@@ -67,17 +69,18 @@ def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
     (`own_ink`), each band's parts (`band_parts`).  Reading (`page_regions`) and the training data drawn
     (`synth.bands`) or taken from real pages (`train_ocr.textlayer`) all cut here, so that the model is trained
     on the bands it will read."""
-    image = erase_rules(image)
+    image = ruled = erase_rules(image)
     ink = ink_per_row(image)
     rows = rows_of_bands(ink, image.width, split)
     if not rows:
-        return PageBands(image, [], [], [], 1.0)
+        return PageBands(image, [], [], [], 1.0, ruled)
     if split.cut_between_lines:
         rows = lines_apart(ink, ink > INK_SHARE * image.width, rows, line_heights(ink, rows))
     heights = line_heights(ink, rows)
     if split.own_ink:
         image = own_ink(image, rows, heights)
-    return PageBands(image, rows, heights, band_parts(image, rows, heights, split), enlargement(heights, split.text_height))
+    parts = band_parts(image, rows, heights, split)
+    return PageBands(image, rows, heights, parts, enlargement(heights, split.text_height), ruled)
 
 
 def _changed(before: Image.Image, after: Image.Image) -> np.ndarray:
@@ -85,25 +88,25 @@ def _changed(before: Image.Image, after: Image.Image) -> np.ndarray:
     return (np.asarray(before.convert("RGB")) != np.asarray(after.convert("RGB"))).any(axis=2)
 
 
-def painted_as(sharp: Image.Image, page: Image.Image, painted: Image.Image) -> Image.Image:
-    """`sharp`, a larger rendering of `page`, painted with paper where `painted` (`page` as `page_bands` left it)
-    differs from `page`: its bands' neighbours' ink, and its rules where `sharp`'s ink runs SHARP_RULE_RUN
-    pixels along them; each with a pixel of `sharp` around (a stroke's anti-aliased edge)."""
-    ruled = erase_rules(page)
-    rules, foreign = _changed(page, ruled), _changed(ruled, painted)  # each [h, w]
+def painted_as(sharp: Image.Image, page: Image.Image, bands: PageBands) -> Image.Image:
+    """`sharp`, a larger rendering of `page`, painted with paper where `page_bands` painted `page` into `bands`:
+    its bands' neighbours' ink, and its rules where `sharp`'s ink runs SHARP_RULE_RUN pixels along them; each
+    with a pixel of `sharp` around (a stroke's anti-aliased edge)."""
+    rules, foreign = _changed(page, bands.ruled), _changed(bands.ruled, bands.image)  # each [h, w]
     if not (rules.any() or foreign.any()):
         return sharp
-    gray = np.asarray(sharp.convert("L"), dtype=np.int16)  # [H, W]
-    dark = gray < int(np.median(gray)) - RULE_CONTRAST  # [H, W]
-    along = in_long_runs(dark, SHARP_RULE_RUN) | in_long_runs(dark.T, SHARP_RULE_RUN).T  # [H, W]
 
     def enlarged(mask: np.ndarray) -> np.ndarray:
         return cv2.resize(mask.astype(np.uint8), sharp.size, interpolation=cv2.INTER_NEAREST).astype(bool)  # [H, W]
 
-    mask = (enlarged(rules) & along) | enlarged(foreign)  # [H, W]
+    mask = enlarged(foreign)  # [H, W]
+    if rules.any():
+        gray = np.asarray(sharp.convert("L"), dtype=np.int16)  # [H, W]
+        dark = gray < int(np.median(gray)) - RULE_CONTRAST  # [H, W]
+        mask |= enlarged(rules) & (in_long_runs(dark, SHARP_RULE_RUN) | in_long_runs(dark.T, SHARP_RULE_RUN).T)
     mask = cv2.dilate(mask.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
     pixels = np.array(sharp.convert("RGB"))  # [H, W, 3], a copy
-    pixels[mask] = paper_color(painted)
+    pixels[mask] = paper_color(bands.image)
     return Image.fromarray(pixels)
 
 
@@ -119,7 +122,7 @@ def part_source(bands: PageBands, page: Image.Image, sharp: Image.Image | None) 
     if sharp is None:
         return bands.image, (1.0, 1.0), bands.scale
     zoom = (sharp.width / page.width, sharp.height / page.height)
-    return painted_as(sharp, page, bands.image), zoom, max(bands.scale, min(zoom))
+    return painted_as(sharp, page, bands), zoom, max(bands.scale, min(zoom))
 
 
 def page_regions(image: Image.Image, split: RegionSplit, budget: PixelBudget) -> list[Band]:
