@@ -22,8 +22,9 @@ from ocr_app.regions import (
     own_ink, page_bands, page_regions, split_page, table_cells, table_row,
 )
 from ocr_app.realbench import load_real_benchmark
-from ocr_app.regions.ink import INK_CONTRAST
+from ocr_app.regions.ink import INK_CONTRAST, median_level
 from ocr_app.regions.reader import PART_END, _SeparatedStream, join_band
+from ocr_app.regions.rules import in_long_runs
 from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
 from ocr_app.synth.documents import BUILDERS
@@ -414,6 +415,40 @@ def test_a_tables_rules_are_erased_and_its_rows_cut_into_cells_as_without_them(g
     text_ink = _ink_mask(bare)
     assert (_ink_mask(erased) & text_ink).sum() > 0.97 * text_ink.sum()  # the words keep their ink
     assert not (_ink_mask(erased) & ~text_ink).any()  # and no rule's is left
+
+
+def _runs_by_definition(ink: np.ndarray, length: int) -> np.ndarray:
+    """`in_long_runs` as its docstring says it, a row and a run at a time."""
+    marked = np.zeros_like(ink)
+    for y, row in enumerate(ink):
+        x = 0
+        while x < len(row):
+            end = x
+            while end < len(row) and row[end]:
+                end += 1
+            if end - x >= length:
+                marked[y, x:end] = True
+            x = end + 1
+    return marked
+
+
+def test_long_runs_are_exactly_the_runs_of_at_least_their_length():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        height, width = (int(side) for side in rng.integers(1, 40, size=2) * (1, 5))
+        ink = rng.random((height, width)) < rng.random()
+        length = int(rng.integers(1, width + 1))
+        assert (in_long_runs(ink, length) == _runs_by_definition(ink, length)).all()
+        down = int(rng.integers(1, height + 1))
+        assert (in_long_runs(ink.T, down) == _runs_by_definition(ink.T, down)).all()  # a strided view too
+
+
+def test_the_median_level_is_numpys_median_truncated():
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        levels = rng.integers(0, 256, size=int(rng.integers(1, 300))).astype(np.uint8)
+        levels = levels // int(rng.integers(1, 80)) * 3  # few distinct levels: ties at the middle
+        assert median_level(levels) == int(np.median(levels))
 
 
 def test_a_page_without_rules_is_left_as_it_is():

@@ -13,7 +13,7 @@ from ocr_app.pages import fit_image
 from ocr_app.regions.bands import cut_band, enlargement, lines_apart, own_ink, rows_of_bands
 from ocr_app.regions.chunks import line_chunks
 from ocr_app.regions.deskew import level_angle, turned
-from ocr_app.regions.ink import INK_SHARE, ink_per_row, inked_columns, line_heights, paper_color
+from ocr_app.regions.ink import INK_SHARE, ink_mask, ink_per_row, inked_columns, line_heights, paper_color
 from ocr_app.regions.rules import RULE_CONTRAST, erase_rules, in_long_runs
 from ocr_app.regions.tables import table_cells
 
@@ -101,13 +101,12 @@ def painted_as(sharp: Image.Image, page: Image.Image, bands: PageBands) -> Image
 
     mask = enlarged(foreign)  # [H, W]
     if rules.any():
-        gray = np.asarray(sharp.convert("L"), dtype=np.int16)  # [H, W]
-        dark = gray < int(np.median(gray)) - RULE_CONTRAST  # [H, W]
+        dark = ink_mask(sharp, RULE_CONTRAST)  # [H, W]
         mask |= enlarged(rules) & (in_long_runs(dark, SHARP_RULE_RUN) | in_long_runs(dark.T, SHARP_RULE_RUN).T)
-    mask = cv2.dilate(mask.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
-    pixels = np.array(sharp.convert("RGB"))  # [H, W, 3], a copy
-    pixels[mask] = paper_color(bands.image)
-    return Image.fromarray(pixels)
+    mask = cv2.dilate(mask.astype(np.uint8), np.ones((3, 3), np.uint8))  # [H, W] 0 or 1
+    painted = sharp.convert("RGB")  # a copy
+    painted.paste(paper_color(bands.image), mask=Image.fromarray(mask * 255))
+    return painted
 
 
 def fitted_page(image: Image.Image, budget: PixelBudget) -> Image.Image:

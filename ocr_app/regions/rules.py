@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 from PIL import Image
 
-from ocr_app.regions.ink import paper_color
+from ocr_app.regions.ink import ink_mask, paper_color
 
 # A rule (a table's border, an underline) is a straight run of ink at least this share of the page's width
 # when horizontal, of its height when vertical, and at least this many pixels.  Letters' runs on
@@ -18,12 +19,13 @@ RULE_CONTRAST = 40
 
 
 def in_long_runs(ink: np.ndarray, length: int) -> np.ndarray:
-    """[H, W] bool: the pixels of `ink` ([H, W] bool) in a run of at least `length` inked pixels along a row."""
-    width = ink.shape[1]
-    inked = np.cumsum(np.pad(ink, ((0, 0), (1, 0))), axis=1, dtype=np.int32)  # [H, W+1]: ink left of each column
-    full = np.pad(inked[:, length:] - inked[:, :-length] == length, ((0, 0), (0, length - 1)))  # [H, W]: run starts
-    starts = np.cumsum(np.pad(full, ((0, 0), (length, 0))), axis=1, dtype=np.int32)  # [H, W+length]
-    return starts[:, length:] - starts[:, :width] > 0  # a full run starts within `length` columns left of it
+    """[H, W] bool: the pixels of `ink` ([H, W] bool) in a run of at least `length` inked pixels along a row.
+    An opening by a row of `length`: the erosion marks where a full run starts (its anchor on the run's first
+    pixel), the dilation spreads each start over its run (anchor on the last); beyond the image is paper."""
+    row = np.ones((1, length), np.uint8)
+    starts = cv2.erode(np.ascontiguousarray(ink, dtype=np.uint8), row, anchor=(0, 0),
+                       borderType=cv2.BORDER_CONSTANT, borderValue=0)  # [H, W]
+    return cv2.dilate(starts, row, anchor=(length - 1, 0), borderType=cv2.BORDER_CONSTANT, borderValue=0).astype(bool)
 
 
 def _thickened(mask: np.ndarray, axis: int) -> np.ndarray:
@@ -38,8 +40,7 @@ def erase_rules(image: Image.Image) -> Image.Image:
     anti-aliased edges): a table's borders join its rows into one band and its columns into one cell, and
     the model reads text, not lines."""
     pixels = np.asarray(image.convert("RGB"))  # [H, W, 3]
-    gray = np.asarray(image.convert("L"), dtype=np.int16)  # [H, W]
-    ink = gray < int(np.median(gray)) - RULE_CONTRAST
+    ink = ink_mask(image, RULE_CONTRAST)  # [H, W]
     height, width = ink.shape
     across, down = (max(least, round(share * side)) for least, share, side in zip(MIN_RULE, RULE_SHARE, (width, height)))
     # A rule skewed by a degree steps aside a pixel every 57: runs are sought in ink thickened by a pixel across.
