@@ -6,7 +6,7 @@ import numpy as np
 from jdeskew.estimator import get_angle
 from PIL import Image
 
-from ocr_app.regions.ink import INK_CONTRAST, median_level, paper_color
+from ocr_app.regions.ink import ink_mask, paper_color
 
 # Skew is sought up to this many degrees either way (scans are turned by a few); a page turned by less than
 # MIN_SKEW is left as it is: its lines drift by under 3 px across an 880-px page, and turning blurs a little.
@@ -24,7 +24,7 @@ def skew_angle(image: Image.Image) -> float:
     on samples/tob-mini's pages), refined to the angle within `SKEW_REFINE` of it at which the ink's rows
     are sharpest (the variance of ink per row peaks when every line fills its own rows)."""
     gray = np.asarray(image.convert("L"))  # [H, W] uint8
-    inked = gray.astype(np.int16) < median_level(gray) - INK_CONTRAST  # [H, W]
+    inked = ink_mask(image)  # [H, W]
     if not inked.any():
         return 0.0
     coarse = get_angle(gray, angle_max=MAX_SKEW)
