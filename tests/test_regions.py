@@ -25,6 +25,7 @@ from ocr_app.realbench import load_real_benchmark
 from ocr_app.regions.ink import INK_CONTRAST, median_level
 from ocr_app.regions.reader import PART_END, _SeparatedStream, join_band
 from ocr_app.regions.rules import in_long_runs
+from ocr_app.regions.tables import walled_cells
 from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
 from ocr_app.synth.documents import BUILDERS
@@ -415,6 +416,52 @@ def test_a_tables_rules_are_erased_and_its_rows_cut_into_cells_as_without_them(g
     text_ink = _ink_mask(bare)
     assert (_ink_mask(erased) & text_ink).sum() > 0.97 * text_ink.sum()  # the words keep their ink
     assert not (_ink_mask(erased) & ~text_ink).any()  # and no rule's is left
+
+
+RULED_ROWS = [("Sıra", "Mal Hizmet", "Miktar", "Birim Fiyat"), ("1", "Masa Üstü Bilgisayar", "12 Adet", "825,50 TL"),
+              ("2", "Yazıcı", "3 Adet", "121,30 TL")]
+
+
+def _ruled_rows_page() -> tuple[Image.Image, list[int]]:
+    """A line in a box, then a table ruled on every side of every cell, its text 5 px from the rules (columns
+    12 px apart, under cell_gap's 1.2 line heights once the rules are erased); and the rules' columns."""
+    page = Image.new("RGB", (760, 260), (250, 250, 250))
+    draw = ImageDraw.Draw(page)
+    face = font("DejaVuSans.ttf", 16)
+    draw.rectangle((20, 20, 420, 56), outline=(30, 30, 30))
+    draw.text((26, 28), "Fatura No: GIB2009000000011", font=face, fill=(20, 20, 20))
+    lefts = [20]
+    for texts in zip(*RULED_ROWS):
+        lefts.append(lefts[-1] + 12 + max(round(draw.textlength(text, font=face)) for text in texts))
+    for row, texts in enumerate(RULED_ROWS):
+        top = 90 + 40 * row
+        for left, text in zip(lefts, texts):
+            draw.text((left + 6, top + 10), text, font=face, fill=(20, 20, 20))
+    for row in range(len(RULED_ROWS) + 1):
+        draw.line((lefts[0], 90 + 40 * row, lefts[-1], 90 + 40 * row), fill=(30, 30, 30))
+    for left in lefts:
+        draw.line((left, 90, left, 90 + 40 * len(RULED_ROWS)), fill=(30, 30, 30))
+    return page, lefts
+
+
+def test_a_ruled_tables_rows_are_cut_at_its_vertical_rules_and_a_boxed_line_is_no_table():
+    page, lefts = _ruled_rows_page()
+    split = RegionSplit(max_height=32, margin=8, crop_columns=True, text_height=19, cell_gap=1.2, rule_cells=True)
+    boxed, *rows = page_bands(page, split).parts
+    assert boxed == page_bands(page, split.model_copy(update={"rule_cells": False})).parts[0]
+    assert not boxed[1] and len(boxed[0]) == 1
+    assert [(len(cells), is_row) for cells, is_row in rows] == [(4, True)] * 3
+    for cells, _ in rows:  # each cell between its two rules, with its ink
+        assert all(left <= cell_left and cell_right <= right for (cell_left, cell_right), left, right in zip(cells, lefts, lefts[1:]))
+    unwalled = page_bands(page, split.model_copy(update={"rule_cells": False})).parts[1:]
+    assert all(len(cells) < 4 for cells, _ in unwalled)  # the erased rules leave the columns too close to part
+
+
+def test_walled_cells_are_the_ink_between_walls_from_the_first_inked_cell_to_the_last():
+    inked = _columns_inked(100, [(12, 18), (41, 44), (80, 90)])
+    assert walled_cells(inked, [5, 30, 50, 70, 95], margin=3) == [(9, 21), (38, 47), None, (77, 93)]
+    assert walled_cells(inked, [20, 40], margin=30) == [(0, 20), None, (40, 100)]
+    assert walled_cells(_columns_inked(100, [(12, 18), (22, 25)]), [10, 30], margin=3) is None  # one cell: a box
 
 
 def _runs_by_definition(ink: np.ndarray, length: int) -> np.ndarray:

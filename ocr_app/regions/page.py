@@ -14,8 +14,8 @@ from ocr_app.regions.bands import cut_band, enlargement, lines_apart, own_ink, r
 from ocr_app.regions.chunks import line_chunks
 from ocr_app.regions.deskew import level_angle, turned
 from ocr_app.regions.ink import INK_SHARE, ink_mask, ink_per_row, inked_columns, line_heights, paper_color
-from ocr_app.regions.rules import RULE_CONTRAST, erase_rules, in_long_runs
-from ocr_app.regions.tables import table_cells
+from ocr_app.regions.rules import RULE_CONTRAST, erase_rules, in_long_runs, rule_masks, walls
+from ocr_app.regions.tables import table_cells, walled_cells
 
 
 # A rule erased on the fitted page is erased on the sharper page where its ink there runs this many pixels
@@ -34,17 +34,22 @@ class Band:
 
 
 def band_parts(
-    image: Image.Image, rows: list[tuple[int, int]], heights: list[int], split: RegionSplit
+    image: Image.Image, rows: list[tuple[int, int]], heights: list[int], down: np.ndarray, split: RegionSplit
 ) -> list[tuple[list[tuple[int, int] | None], bool]]:
     """The columns of the parts each band at `rows` (lines `heights` high) is read in, and whether it is a
-    table's row: a table's row cut into its cells (`table_cells`; None for an empty one), a line whole or in
-    chunks (`line_chunks`)."""
+    table's row: a table's row cut into its cells (None for an empty one) at the vertical rules crossing it
+    (`down`: [H, W] bool, the page's erased vertical rules; with `split.rule_cells`, `walled_cells`) or where
+    its columns are set apart by space (`table_cells`), a line whole or in chunks (`line_chunks`)."""
     if not split.crop_columns:
         return [([(0, image.width)], False) for _ in rows]
     inked = [inked_columns(image, top, bottom) for top, bottom in rows]  # each [W] bool
+    walled = [
+        walled_cells(ink, walls(down, top, bottom), split.margin) if split.rule_cells else None
+        for ink, (top, bottom) in zip(inked, rows)
+    ]
     return [
-        (cells, True) if len(cells) > 1 else (line_chunks(ink, cells[0], height, split), False)
-        for ink, height, cells in zip(inked, heights, table_cells(inked, heights, split))
+        (ruled, True) if ruled else (cells, True) if len(cells) > 1 else (line_chunks(ink, cells[0], height, split), False)
+        for ink, height, cells, ruled in zip(inked, heights, table_cells(inked, heights, split), walled)
     ]
 
 
@@ -64,12 +69,13 @@ class PageBands:
 
 
 def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
-    """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`erase_rules`), rows of
+    """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`rule_masks`, `erase_rules`), rows of
     ink grouped into bands (`rows_of_bands`), with `split.own_ink` each band keeping only its own lines' ink
     (`own_ink`), each band's parts (`band_parts`).  Reading (`page_regions`) and the training data drawn
     (`synth.bands`) or taken from real pages (`train_ocr.textlayer`) all cut here, so that the model is trained
     on the bands it will read."""
-    image = ruled = erase_rules(image)
+    across, down = rule_masks(image)
+    image = ruled = erase_rules(image, across | down)
     ink = ink_per_row(image)
     rows = rows_of_bands(ink, image.width, split)
     if not rows:
@@ -79,7 +85,7 @@ def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
     heights = line_heights(ink, rows)
     if split.own_ink:
         image = own_ink(image, rows, heights)
-    parts = band_parts(image, rows, heights, split)
+    parts = band_parts(image, rows, heights, down, split)
     return PageBands(image, rows, heights, parts, enlargement(heights, split.text_height), ruled)
 
 
