@@ -97,6 +97,9 @@ class RegionSplit(_Strict):
     # Each band keeps only its own lines' ink (`regions.own_ink`): cut between lines set tight, a band's edge rows
     # hold specks of its neighbours' descenders and accents.
     own_ink: bool = False
+    # A band still two lines high or more once cut between its lines (ink beside them fills the rows between:
+    # a logo by an address block) is cut into blocks at wide blank columns, each block read as bands of its own.
+    column_blocks: bool = False
     # Pages are rendered (and images kept) with up to this many pixels, and each band's image is taken from that
     # sharper page (`regions.page_regions`); the cut itself is still made on the page fitted to the model's pixel
     # budget, which every other key here is measured in.  An A4 page at 200 dpi is 3.9 MP: its 9-pt type,
