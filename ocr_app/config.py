@@ -86,6 +86,9 @@ class RegionSplit(_Strict):
     # A band whose ink parts at blank columns this many times its line's height wide (a table's row, columns
     # set apart by space: words are a third of it apart) is read cell by cell and written as a table row.
     cell_gap: float | None = None
+    # A band crossed by vertical rules (a ruled table's row; the rules are erased before the cut) is read cell by
+    # cell between them and written as a table row: a scan's erased borders leave its columns too close to part.
+    rule_cells: bool = False
     # A line wider than this many times its height is read in chunks cut at word gaps, joined by spaces.
     chunk_width: float | None = None
     # A skewed page (a scan's, turned by a degree or two) is turned upright before it is cut: skewed lines run
@@ -94,6 +97,9 @@ class RegionSplit(_Strict):
     # Each band keeps only its own lines' ink (`regions.own_ink`): cut between lines set tight, a band's edge rows
     # hold specks of its neighbours' descenders and accents.
     own_ink: bool = False
+    # A band still two lines high or more once cut between its lines (ink beside them fills the rows between:
+    # a logo by an address block) is cut into blocks at wide blank columns, each block read as bands of its own.
+    column_blocks: bool = False
     # Pages are rendered (and images kept) with up to this many pixels, and each band's image is taken from that
     # sharper page (`regions.page_regions`); the cut itself is still made on the page fitted to the model's pixel
     # budget, which every other key here is measured in.  An A4 page at 200 dpi is 3.9 MP: its 9-pt type,
@@ -106,6 +112,8 @@ class RegionSplit(_Strict):
             raise ValueError("need max_height >= 32, min_gap >= 1, margin >= 0 and text_height >= 8")
         if self.cell_gap is not None and (self.cell_gap <= 0 or not self.crop_columns):
             raise ValueError("cell_gap must be positive and needs crop_columns")
+        if self.rule_cells and not self.crop_columns:
+            raise ValueError("rule_cells needs crop_columns")
         if self.chunk_width is not None and (self.chunk_width <= 0 or not self.crop_columns):
             raise ValueError("chunk_width must be positive and needs crop_columns")
         return self

@@ -22,9 +22,11 @@ from ocr_app.regions import (
     own_ink, page_bands, page_regions, split_page, table_cells, table_row,
 )
 from ocr_app.realbench import load_real_benchmark
+from ocr_app.regions.bands import column_blocks
 from ocr_app.regions.ink import INK_CONTRAST, median_level
 from ocr_app.regions.reader import PART_END, _SeparatedStream, join_band
 from ocr_app.regions.rules import in_long_runs
+from ocr_app.regions.tables import walled_cells
 from ocr_app.scoring import normalize
 from ocr_app.synth import make_sample, training_seeds
 from ocr_app.synth.documents import BUILDERS
@@ -142,7 +144,7 @@ def test_a_band_cut_between_tight_lines_keeps_only_its_own_lines_ink(family):
     split = RegionSplit(max_height=32, cut_between_lines=True)
     rows = band_rows(page, split)
     assert len(rows) == len(lines)
-    kept = np.asarray(own_ink(page, rows, line_heights(ink_per_row(page), rows)).convert("L")) < 255 - INK_CONTRAST
+    kept = np.asarray(own_ink(page, rows, line_heights(ink_per_row(page), rows), [(0, page.width)] * len(rows)).convert("L")) < 255 - INK_CONTRAST
     before = np.asarray(page.convert("L")) < 255 - INK_CONTRAST
     foreign_before = foreign_after = 0
     for (top, bottom), own in zip(rows, owns):
@@ -415,6 +417,95 @@ def test_a_tables_rules_are_erased_and_its_rows_cut_into_cells_as_without_them(g
     text_ink = _ink_mask(bare)
     assert (_ink_mask(erased) & text_ink).sum() > 0.97 * text_ink.sum()  # the words keep their ink
     assert not (_ink_mask(erased) & ~text_ink).any()  # and no rule's is left
+
+
+RULED_ROWS = [("Sıra", "Mal Hizmet", "Miktar", "Birim Fiyat"), ("1", "Masa Üstü Bilgisayar", "12 Adet", "825,50 TL"),
+              ("2", "Yazıcı", "3 Adet", "121,30 TL")]
+
+
+def _ruled_rows_page() -> tuple[Image.Image, list[int]]:
+    """A line in a box, then a table ruled on every side of every cell, its text 5 px from the rules (columns
+    12 px apart, under cell_gap's 1.2 line heights once the rules are erased); and the rules' columns."""
+    page = Image.new("RGB", (760, 260), (250, 250, 250))
+    draw = ImageDraw.Draw(page)
+    face = font("DejaVuSans.ttf", 16)
+    draw.rectangle((20, 20, 420, 56), outline=(30, 30, 30))
+    draw.text((26, 28), "Fatura No: GIB2009000000011", font=face, fill=(20, 20, 20))
+    lefts = [20]
+    for texts in zip(*RULED_ROWS):
+        lefts.append(lefts[-1] + 12 + max(round(draw.textlength(text, font=face)) for text in texts))
+    for row, texts in enumerate(RULED_ROWS):
+        top = 90 + 40 * row
+        for left, text in zip(lefts, texts):
+            draw.text((left + 6, top + 10), text, font=face, fill=(20, 20, 20))
+    for row in range(len(RULED_ROWS) + 1):
+        draw.line((lefts[0], 90 + 40 * row, lefts[-1], 90 + 40 * row), fill=(30, 30, 30))
+    for left in lefts:
+        draw.line((left, 90, left, 90 + 40 * len(RULED_ROWS)), fill=(30, 30, 30))
+    return page, lefts
+
+
+def test_a_ruled_tables_rows_are_cut_at_its_vertical_rules_and_a_boxed_line_is_no_table():
+    page, lefts = _ruled_rows_page()
+    split = RegionSplit(max_height=32, margin=8, crop_columns=True, text_height=19, cell_gap=1.2, rule_cells=True)
+    boxed, *rows = page_bands(page, split).parts
+    assert boxed == page_bands(page, split.model_copy(update={"rule_cells": False})).parts[0]
+    assert not boxed[1] and len(boxed[0]) == 1
+    assert [(len(cells), is_row) for cells, is_row in rows] == [(4, True)] * 3
+    for cells, _ in rows:  # each cell between its two rules, with its ink
+        assert all(left <= cell_left and cell_right <= right for (cell_left, cell_right), left, right in zip(cells, lefts, lefts[1:]))
+    unwalled = page_bands(page, split.model_copy(update={"rule_cells": False})).parts[1:]
+    assert all(len(cells) < 4 for cells, _ in unwalled)  # the erased rules leave the columns too close to part
+
+
+def test_walled_cells_are_the_ink_between_walls_from_the_first_inked_cell_to_the_last():
+    inked = _columns_inked(100, [(12, 18), (41, 44), (80, 90)])
+    assert walled_cells(inked, [5, 30, 50, 70, 95], margin=3) == [(9, 21), (38, 47), None, (77, 93)]
+    assert walled_cells(inked, [20, 40], margin=30) == [(0, 20), None, (40, 100)]
+    assert walled_cells(_columns_inked(100, [(12, 18), (22, 25)]), [10, 30], margin=3) is None  # one cell: a box
+
+
+NOTES = ["Ödeme Koşulu: 20 gün içinde", "Hesap: RRR Bankası", "Not: Yalnız bin lira"]
+ADDRESS = ["AAA Anonim Şirketi", "Papatya Caddesi No:21", "34100 Beşiktaş/ İstanbul", "Tel: (212) 925 51 51", "VKN: 1288331521"]
+
+
+def _address_by_a_logo() -> Image.Image:
+    """An address block of five lines beside a picture as tall as the block (a ring with a bar in it, as an
+    e-Fatura's logo), which fills the rows between the lines; then lines under both."""
+    page = Image.new("RGB", (700, 260), (250, 250, 250))
+    draw = ImageDraw.Draw(page)
+    face = font("DejaVuSans.ttf", 14)
+    for row, line in enumerate(ADDRESS):
+        draw.text((30, 30 + 24 * row), line, font=face, fill=(20, 20, 20))
+    draw.ellipse((420, 22, 540, 142), outline=(200, 30, 30), width=5)
+    draw.rectangle((470, 50, 490, 115), fill=(200, 30, 30))
+    for row, line in enumerate(NOTES):  # the page's lines, whose median height a band of several exceeds
+        draw.text((30, 170 + 24 * row), line, font=face, fill=(20, 20, 20))
+    return page
+
+
+def test_a_block_of_lines_beside_a_picture_is_cut_into_its_lines_with_column_blocks():
+    page = _address_by_a_logo()
+    split = RegionSplit(max_height=32, margin=8, crop_columns=True, cut_between_lines=True, cell_gap=1.2)
+    blocked = page_bands(page, split.model_copy(update={"column_blocks": True}))
+    whole = page_bands(page, split)
+    assert len(whole.rows) == 1 + len(NOTES) and whole.spans == [(0, page.width)] * len(whole.rows)  # the block and the picture one band
+    *lines, picture = list(zip(blocked.rows, blocked.spans))[: -len(NOTES)]
+    assert list(zip(blocked.rows, blocked.spans))[-len(NOTES):] == list(zip(whole.rows, whole.spans))[1:]
+    assert len(lines) == len(ADDRESS)
+    assert [top for (top, _), _ in lines] == sorted(top for (top, _), _ in lines)  # a block's lines top to bottom
+    (left_block, right_block) = {span for _, span in lines}, {picture[1]}
+    assert len(left_block) == 1 and left_block.pop()[1] == right_block.pop()[0] < 420
+    assert all(bottom - top < 24 for (top, bottom), _ in lines) and picture[0][1] - picture[0][0] > 110
+    for (top, bottom), (parts, is_table_row), span in zip(blocked.rows, blocked.parts, blocked.spans):
+        assert not is_table_row and all(span[0] <= left and right <= span[1] for left, right in parts)
+
+
+def test_column_blocks_reach_to_the_middle_of_the_gaps_wide_enough_between_them():
+    inked = _columns_inked(100, [(10, 20), (24, 30), (60, 70)])
+    assert column_blocks(inked, 10) == [(0, 45), (45, 100)]
+    assert column_blocks(inked, 4) == [(0, 22), (22, 45), (45, 100)]
+    assert column_blocks(inked, 31) == [(0, 100)]
 
 
 def _runs_by_definition(ink: np.ndarray, length: int) -> np.ndarray:

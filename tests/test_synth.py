@@ -213,7 +213,8 @@ def test_a_documents_bands_hold_all_its_words_once_each_written_as_in_its_markdo
     blocks = BUILDERS[kind](rng)
     blocks = with_random_words(blocks, rng) if random_text else blocks
     page, placed = place_blocks(blocks, random_style(rng), 880)
-    words_in = words_by_band(page_bands(page, BANDS).rows, placed)
+    bands = page_bands(page, BANDS)
+    words_in = words_by_band(bands.rows, bands.spans, placed)
     assert sum(len(words) for words in words_in) == len(placed)
     markdowns = [band_markdown(blocks, words) for words in words_in if words]
     assert sorted(plain_text("\n".join(markdowns)).split()) == sorted(plain_text(to_markdown(blocks)).split())

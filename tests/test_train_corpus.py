@@ -70,6 +70,30 @@ def test_band_answers_hold_each_word_of_the_band_exactly_once(tmp_path):
     assert len([part for part in cut.parts if "Öğrenci" in part.text or "kurullara" in part.text]) >= 2
 
 
+NOTES = ["Ödeme Koşulu: 20 gün içinde", "Hesap: RRR Bankası", "Not: Yalnız bin lira"]
+
+
+def test_lines_beside_a_picture_are_answered_line_by_line_with_column_blocks(tmp_path):
+    """An address block beside a ring as tall as it (an e-Fatura's logo), which fills the rows between its lines:
+    cut into column blocks, each line is a part of its own, answered with its own words; the ring answers
+    nothing (no text-layer word explains its ink)."""
+    address = ["AAA Anonim Şirketi", "Papatya Caddesi No:21", "34100 Beşiktaş/ İstanbul", "Vergi Dairesi: Büyük"]
+    with pymupdf.open() as document:
+        page = document.new_page(width=595, height=842)
+        for row, line in enumerate(address):
+            page.insert_text((60, 80 + 14 * row), line, fontsize=10, fontname="DejaVuSans", fontfile=str(FONTS_DIR / "DejaVuSans.ttf"))
+        page.draw_circle((330, 94), 34, color=(0.8, 0.1, 0.1), width=3)
+        page.draw_rect(pymupdf.Rect(324, 72, 336, 118), color=(0.8, 0.1, 0.1), fill=(0.8, 0.1, 0.1))
+        for row, line in enumerate(NOTES):  # the page's lines, whose median height a band of several exceeds
+            page.insert_text((60, 200 + 20 * row), line, fontsize=10, fontname="DejaVuSans", fontfile=str(FONTS_DIR / "DejaVuSans.ttf"))
+        document.save(tmp_path / "logo.pdf")
+    split = RECIPE.regions.model_copy(update={"page_pixels": None})
+    whole = render_and_cut(tmp_path / "logo.pdf", 1, BUDGET, split)
+    blocked = render_and_cut(tmp_path / "logo.pdf", 1, BUDGET, split.model_copy(update={"column_blocks": True}))
+    assert [part.text for part in whole.parts] == NOTES  # the block and the ring one band: the ring's ink is no word's
+    assert [part.text for part in blocked.parts] == address + NOTES
+
+
 def test_parts_of_a_page_rendered_larger_are_cut_from_it_with_the_same_words(tmp_path):
     """With `page_pixels` (the recipe's), a corpus page is cut where its budget-sized page says and each part's
     pixels come from the 200-dpi rendering, as `ocr-read` reads it: the same words in each band, an image

@@ -7,7 +7,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from ocr_app.config import RegionSplit
-from ocr_app.regions.ink import INK_SHARE, LIGHT_SHARE, ink_mask, ink_per_row, inner_runs, paper_color
+from ocr_app.regions.ink import INK_SHARE, LIGHT_SHARE, ink_mask, ink_per_row, inner_runs, line_heights, paper_color
 
 # A line's body holds at least this share: a cut between two lines has one's body on either side (the light
 # rows between a descender's stem and its heavier tail, at the foot of a line, are not between lines).
@@ -18,6 +18,10 @@ MAX_ENLARGEMENT = 3.0
 # through together (small type: 9-pt lines are 9-12 rows apart on a 1.1-MP A4 page): it is cut between them.
 # One line's ink, accents and tails included, is under 1.6 of its letters' height.
 LINES_APART = 1.7
+# A band still this many times the page's median line height high after `lines_apart` (ink beside its lines
+# fills the rows between them: a logo or a QR code by an address block, a form's tall label by its lines) is
+# cut into blocks at blank columns this many line heights wide, each block cut into bands of its own.
+BLOCK_GAP = 2.0
 # A stroke of ink from a neighbouring band is erased from a band when fewer of its rows than this share of the
 # band's line height lie in the band: a descender's tail or an accent, not a letter two touching lines share.
 FOREIGN_SHARE = 0.5
@@ -100,12 +104,53 @@ def lines_apart(ink: np.ndarray, inked: np.ndarray, rows: list[tuple[int, int]],
     return parted
 
 
-def own_ink(image: Image.Image, rows: list[tuple[int, int]], heights: list[int]) -> Image.Image:
-    """`image` (RGB) with the rows of each band at `rows` (lines `heights` high) holding only the band's own
-    ink: a connected stroke whose middle row lies outside the band, and of which fewer than FOREIGN_SHARE of
-    a line's rows lie in it, is painted over with paper.  Cut between lines set tight, a band's top rows hold
-    specks of the line above's descenders and its bottom rows the next line's accents, which the model would
-    read as letters."""
+def column_blocks(inked: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """(left, right) of each block of a band whose inked columns are `inked` ([W] bool): runs of ink parted by
+    blank runs at least `gap` wide, each block reaching to the middle of the gaps beside it (and the edges)."""
+    edges = [0] + [(start + end) // 2 for start, end in inner_runs(inked) if end - start >= gap] + [inked.size]
+    return list(zip(edges, edges[1:]))
+
+
+def line_bands(dark: np.ndarray, split: RegionSplit) -> list[tuple[int, int]]:
+    """(first, end) rows of each band of a page whose ink is `dark` ([H, W] bool): rows of ink grouped into
+    bands (`rows_of_bands`), with `split.cut_between_lines` cut between tight lines (`lines_apart`)."""
+    ink = dark.sum(axis=1)  # [H]
+    rows = rows_of_bands(ink, dark.shape[1], split)
+    if rows and split.cut_between_lines:
+        rows = lines_apart(ink, ink > INK_SHARE * dark.shape[1], rows, line_heights(ink, rows))
+    return rows
+
+
+def block_bands(dark: np.ndarray, split: RegionSplit) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """((first, end) rows, (left, right) columns) of each band of a page whose ink is `dark` ([H, W] bool), in
+    reading order: its `line_bands`, the whole width; with `split.column_blocks`, a band still over LINES_APART
+    times the page's median line height is cut into blocks at blank columns BLOCK_GAP line heights wide
+    (`column_blocks`) when a block then parts into `line_bands` of its own, and read block by block, each
+    block's bands top to bottom."""
+    rows = line_bands(dark, split)
+    width = dark.shape[1]
+    if not rows or not split.column_blocks:
+        return [(band, (0, width)) for band in rows]
+    median_height = float(np.median(line_heights(dark.sum(axis=1), rows)))
+    bands = []
+    for top, bottom in rows:
+        tall = bottom - top > LINES_APART * median_height
+        blocks = column_blocks(dark[top:bottom].any(axis=0), round(BLOCK_GAP * median_height)) if tall else []
+        inner = [
+            ((top + first, top + end), (left, right))
+            for left, right in blocks
+            for first, end in line_bands(dark[top:bottom, left:right], split)
+        ]
+        bands += inner if len(inner) > len(blocks) else [((top, bottom), (0, width))]
+    return bands
+
+
+def own_ink(image: Image.Image, rows: list[tuple[int, int]], heights: list[int], spans: list[tuple[int, int]]) -> Image.Image:
+    """`image` (RGB) with the rows of each band at `rows` (lines `heights` high), in its columns `spans`, holding
+    only the band's own ink: a connected stroke whose middle row lies outside the band, and of which fewer than
+    FOREIGN_SHARE of a line's rows lie in it, is painted over with paper.  Cut between lines set tight, a band's
+    top rows hold specks of the line above's descenders and its bottom rows the next line's accents, which the
+    model would read as letters."""
     dark = ink_mask(image).astype(np.uint8)  # [H, W]
     _, labels, stats, _ = cv2.connectedComponentsWithStats(dark, connectivity=8)  # labels [H, W], stats [N, 5]
     tops = stats[:, cv2.CC_STAT_TOP]  # [N]
@@ -113,11 +158,11 @@ def own_ink(image: Image.Image, rows: list[tuple[int, int]], heights: list[int])
     middles = (tops + ends) / 2  # [N]
     pixels = np.array(image.convert("RGB"))  # [H, W, 3], a copy
     paper = paper_color(image)
-    for (top, bottom), height in zip(rows, heights):
+    for (top, bottom), height, (left, right) in zip(rows, heights, spans):
         rows_inside = np.minimum(ends, bottom) - np.maximum(tops, top)  # [N]
         foreign = ((middles < top) | (middles >= bottom)) & (rows_inside < FOREIGN_SHARE * height)  # [N]
         foreign[0] = False  # label 0 is the paper
-        pixels[top:bottom][foreign[labels[top:bottom]]] = paper
+        pixels[top:bottom, left:right][foreign[labels[top:bottom, left:right]]] = paper
     return Image.fromarray(pixels)
 
 

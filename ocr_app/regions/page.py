@@ -10,12 +10,12 @@ from PIL import Image
 
 from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.pages import fit_image
-from ocr_app.regions.bands import cut_band, enlargement, lines_apart, own_ink, rows_of_bands
+from ocr_app.regions.bands import block_bands, cut_band, enlargement, own_ink
 from ocr_app.regions.chunks import line_chunks
 from ocr_app.regions.deskew import level_angle, turned
-from ocr_app.regions.ink import INK_SHARE, ink_mask, ink_per_row, inked_columns, line_heights, paper_color
-from ocr_app.regions.rules import RULE_CONTRAST, erase_rules, in_long_runs
-from ocr_app.regions.tables import table_cells
+from ocr_app.regions.ink import ink_mask, inked_columns, line_height, paper_color
+from ocr_app.regions.rules import RULE_CONTRAST, erase_rules, in_long_runs, rule_masks, walls
+from ocr_app.regions.tables import table_cells, walled_cells
 
 
 # A rule erased on the fitted page is erased on the sharper page where its ink there runs this many pixels
@@ -34,29 +34,48 @@ class Band:
 
 
 def band_parts(
-    image: Image.Image, rows: list[tuple[int, int]], heights: list[int], split: RegionSplit
+    image: Image.Image,
+    rows: list[tuple[int, int]],
+    heights: list[int],
+    spans: list[tuple[int, int]],
+    down: np.ndarray,
+    split: RegionSplit,
 ) -> list[tuple[list[tuple[int, int] | None], bool]]:
-    """The columns of the parts each band at `rows` (lines `heights` high) is read in, and whether it is a
-    table's row: a table's row cut into its cells (`table_cells`; None for an empty one), a line whole or in
-    chunks (`line_chunks`)."""
+    """The columns of the parts each band at `rows` and in columns `spans` (lines `heights` high) is read in, and whether it is a
+    table's row: a table's row cut into its cells (None for an empty one) at the vertical rules crossing it
+    (`down`: [H, W] bool, the page's erased vertical rules; with `split.rule_cells`, `walled_cells`) or where
+    its columns are set apart by space (`table_cells`), a line whole or in chunks (`line_chunks`)."""
     if not split.crop_columns:
-        return [([(0, image.width)], False) for _ in rows]
-    inked = [inked_columns(image, top, bottom) for top, bottom in rows]  # each [W] bool
-    return [
-        (cells, True) if len(cells) > 1 else (line_chunks(ink, cells[0], height, split), False)
-        for ink, height, cells in zip(inked, heights, table_cells(inked, heights, split))
+        return [([span], False) for span in spans]
+    inked = [_within(inked_columns(image, top, bottom), span) for (top, bottom), span in zip(rows, spans)]  # each [W] bool
+    walled = [
+        walled_cells(ink, walls(down, top, bottom), split.margin) if split.rule_cells else None
+        for ink, (top, bottom) in zip(inked, rows)
     ]
+    return [
+        (ruled, True) if ruled else (cells, True) if len(cells) > 1 else (line_chunks(ink, cells[0], height, split), False)
+        for ink, height, cells, ruled in zip(inked, heights, table_cells(inked, heights, split), walled)
+    ]
+
+
+def _within(inked: np.ndarray, span: tuple[int, int]) -> np.ndarray:
+    """`inked` ([W] bool) with the columns outside `span` (left, right) blank."""
+    kept = np.zeros_like(inked)
+    kept[span[0] : span[1]] = inked[span[0] : span[1]]
+    return kept
 
 
 @dataclass(frozen=True)
 class PageBands:
     """A page cut into bands, before any band is cut out: `image` with its rules erased (and, with
-    `split.own_ink`, each band's neighbours' ink painted over), the bands' `rows`, their lines' `heights`, each
+    `split.own_ink`, each band's neighbours' ink painted over), the bands' `rows` and the columns they span
+    (`spans`: the page's width, or a column block's), their lines' `heights`, each
     band's `parts` (`band_parts`), the enlargement all its bands get (`enlargement`), and the page with only its
     rules erased (`ruled`: what `own_ink` painted over is where `image` differs from it)."""
 
     image: Image.Image
     rows: list[tuple[int, int]]
+    spans: list[tuple[int, int]]
     heights: list[int]
     parts: list[tuple[list[tuple[int, int] | None], bool]]
     scale: float
@@ -64,23 +83,23 @@ class PageBands:
 
 
 def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
-    """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`erase_rules`), rows of
-    ink grouped into bands (`rows_of_bands`), with `split.own_ink` each band keeping only its own lines' ink
+    """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`rule_masks`, `erase_rules`), rows of
+    ink grouped into bands (`block_bands`), with `split.own_ink` each band keeping only its own lines' ink
     (`own_ink`), each band's parts (`band_parts`).  Reading (`page_regions`) and the training data drawn
     (`synth.bands`) or taken from real pages (`train_ocr.textlayer`) all cut here, so that the model is trained
     on the bands it will read."""
-    image = ruled = erase_rules(image)
-    ink = ink_per_row(image)
-    rows = rows_of_bands(ink, image.width, split)
-    if not rows:
-        return PageBands(image, [], [], [], 1.0, ruled)
-    if split.cut_between_lines:
-        rows = lines_apart(ink, ink > INK_SHARE * image.width, rows, line_heights(ink, rows))
-    heights = line_heights(ink, rows)
+    across, down = rule_masks(image)
+    image = ruled = erase_rules(image, across | down)
+    dark = ink_mask(image)  # [H, W]
+    bands = block_bands(dark, split)
+    if not bands:
+        return PageBands(image, [], [], [], [], 1.0, ruled)
+    rows, spans = [band for band, _ in bands], [span for _, span in bands]
+    heights = [line_height(dark[top:bottom, left:right].sum(axis=1)) for (top, bottom), (left, right) in bands]
     if split.own_ink:
-        image = own_ink(image, rows, heights)
-    parts = band_parts(image, rows, heights, split)
-    return PageBands(image, rows, heights, parts, enlargement(heights, split.text_height), ruled)
+        image = own_ink(image, rows, heights, spans)
+    parts = band_parts(image, rows, heights, spans, down, split)
+    return PageBands(image, rows, spans, heights, parts, enlargement(heights, split.text_height), ruled)
 
 
 def _changed(before: Image.Image, after: Image.Image) -> np.ndarray:

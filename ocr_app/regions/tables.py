@@ -1,4 +1,4 @@
-"""Tables: the rows of a table whose columns are set apart by space alone, cut into their cells."""
+"""Tables: the rows of a table cut into their cells, at its erased vertical rules or where its columns are set apart by space."""
 
 from __future__ import annotations
 
@@ -25,6 +25,22 @@ def cell_columns(inked: np.ndarray, gap: int, margin: int) -> list[tuple[int, in
         (max(low, start - margin), min(high, end + margin))
         for start, end, low, high in zip(starts, ends, [0] + middles, middles + [inked.size])
     ]
+
+
+def walled_cells(inked: np.ndarray, walls: list[int], margin: int) -> list[tuple[int, int] | None] | None:
+    """(left, right) columns of each cell of a band of a ruled table, whose inked columns are `inked` ([W] bool) and
+    whose cells' borders were vertical rules at columns `walls`: each cell's ink widened by `margin` but not past
+    its walls, None for a cell without ink (none before the first inked cell or after the last).  None when the
+    walls part the band's ink into fewer than two cells: a box drawn around a line is no table."""
+    edges = [0, *walls, inked.size]
+    cells = []
+    for left, right in zip(edges, edges[1:]):
+        ink = np.flatnonzero(inked[left:right])
+        cells.append((max(left, left + int(ink[0]) - margin), min(right, left + int(ink[-1]) + 1 + margin)) if ink.size else None)
+    inked_cells = [index for index, cell in enumerate(cells) if cell is not None]
+    if len(inked_cells) < 2:
+        return None
+    return cells[inked_cells[0] : inked_cells[-1] + 1]
 
 
 def shared_columns(inked: list[np.ndarray], gaps: list[int], margin: int) -> list[tuple[int, int]]:

@@ -69,9 +69,13 @@ def _middle_row(word: Placed) -> float:
     return (top + bottom) / 2
 
 
-def words_by_band(rows: list[tuple[int, int]], placed: list[Placed]) -> list[list[Placed]]:
-    """The words drawn in each band at `rows` (`regions.page_bands`): those whose ink's middle row lies in it."""
-    return [[word for word in placed if top <= _middle_row(word) < bottom] for top, bottom in rows]
+def words_by_band(rows: list[tuple[int, int]], spans: list[tuple[int, int]], placed: list[Placed]) -> list[list[Placed]]:
+    """The words drawn in each band at `rows` spanning columns `spans` (`regions.page_bands`): those whose ink's
+    middle row and middle column lie in it."""
+    return [
+        [word for word in placed if top <= _middle_row(word) < bottom and left <= _middle_column(word) < right]
+        for (top, bottom), (left, right) in zip(rows, spans)
+    ]
 
 
 def _middle_column(word: Placed) -> float:
@@ -88,7 +92,7 @@ def draw_band(
     holding words are picked."""
     page, placed = place_blocks(blocks, style, width)
     bands = page_bands(page, split)
-    words_in = words_by_band(bands.rows, placed)
+    words_in = words_by_band(bands.rows, bands.spans, placed)
     index = rng.choice([index for index, words in enumerate(words_in) if words])
     top, bottom = bands.rows[index]
     parts, is_table_row = bands.parts[index]

@@ -150,14 +150,21 @@ def _explained(inked: np.ndarray, words: list[LayerWord], columns: tuple[int, in
     return unexplained <= UNEXPLAINED_INK * height
 
 
+def _band_of(word: LayerWord, rows: list[tuple[int, int]], spans: list[tuple[int, int]]) -> int | None:
+    """The band, of those at `rows` spanning `spans`, whose columns hold `word`'s middle and that starts last
+    at or above its middle row (it may still end above it); None if none."""
+    bands = [index for index, ((top, _), (left, right)) in enumerate(zip(rows, spans))
+             if top <= word.middle_row and left <= word.middle_column < right]
+    return max(bands, key=lambda index: rows[index][0], default=None)
+
+
 def cut_page(image: Image.Image, words: list[LayerWord], split: RegionSplit, sharp: Image.Image | None = None) -> CutPage:
     """`image` (a rendered page; `sharp`, a larger rendering of it, gives the parts' pixels) cut as
     `regions.page_regions` cuts it, without deskew, with the parts whose text its `words` give exactly."""
     bands = page_bands(image, split)
     page, rows, heights = bands.image, bands.rows, bands.heights
     dark = ink_mask(page)  # [H, W]
-    tops = np.array([top for top, _ in rows])
-    band_of = [int(np.searchsorted(tops, word.middle_row, side="right")) - 1 for word in words]
+    band_of = [_band_of(word, rows, bands.spans) for word in words]
     parts = []
     for index, ((top, bottom), (columns_list, is_table_row)) in enumerate(zip(rows, bands.parts)):
         # A word whose middle lies between bands belongs to none: the band holding its ink then has ink no word
