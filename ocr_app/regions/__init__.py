@@ -28,11 +28,12 @@ cell) of every page in flight and hands back a page once its last is read.
 One module per step:
 
     deskew.py  a skewed scan turned level (`deskewed`)
-    rules.py   a table's borders erased (`erase_rules`)
+    rules.py   a table's borders erased (`erase_rules`), its vertical ones kept as walls between cells (`walls`)
     ink.py     which rows and columns hold ink; a line's height
-    bands.py   rows cut into bands, each keeping its own lines' ink (`own_ink`); a band enlarged and
+    bands.py   rows cut into bands, a tall one into column blocks (`block_bands`), each keeping its own
+               lines' ink (`own_ink`); a band enlarged and
                padded as the model reads it (`cut_band`)
-    tables.py  a space-set table's rows cut into cells (`table_cells`)
+    tables.py  a table's rows cut into cells: at its rules (`walled_cells`) or where space sets them apart (`table_cells`)
     chunks.py  a long line cut at word gaps (`line_chunks`)
     page.py    the steps in order: a page cut into bands (`page_bands`, which training cuts with too) and
                the images the model reads (`page_regions`, `split_page`), taken from a sharper rendering
