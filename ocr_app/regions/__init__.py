@@ -33,7 +33,8 @@ One module per step:
     bands.py   rows cut into bands, a tall one into column blocks (`block_bands`), each keeping its own
                lines' ink (`own_ink`); a band enlarged and
                padded as the model reads it (`cut_band`)
-    tables.py  a table's rows cut into cells: at its rules (`walled_cells`) or where space sets them apart (`table_cells`)
+    tables.py  a table's rows cut into cells: at its rules (`walled_cells`) or where space sets them
+               apart (`table_cells`)
     chunks.py  a long line cut at word gaps (`line_chunks`)
     page.py    the steps in order: a page cut into bands (`page_bands`, which training cuts with too) and
                the images the model reads (`page_regions`, `split_page`), taken from a sharper rendering

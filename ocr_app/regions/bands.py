@@ -145,7 +145,9 @@ def block_bands(dark: np.ndarray, split: RegionSplit) -> list[tuple[tuple[int, i
     return bands
 
 
-def own_ink(image: Image.Image, rows: list[tuple[int, int]], heights: list[int], spans: list[tuple[int, int]]) -> Image.Image:
+def own_ink(
+    image: Image.Image, rows: list[tuple[int, int]], heights: list[int], spans: list[tuple[int, int]]
+) -> Image.Image:
     """`image` (RGB) with the rows of each band at `rows` (lines `heights` high), in its columns `spans`, holding
     only the band's own ink: a connected stroke whose middle row lies outside the band, and of which fewer than
     FOREIGN_SHARE of a line's rows lie in it, is painted over with paper.  Cut between lines set tight, a band's

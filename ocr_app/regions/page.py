@@ -41,8 +41,8 @@ def band_parts(
     down: np.ndarray,
     split: RegionSplit,
 ) -> list[tuple[list[tuple[int, int] | None], bool]]:
-    """The columns of the parts each band at `rows` and in columns `spans` (lines `heights` high) is read in, and whether it is a
-    table's row: a table's row cut into its cells (None for an empty one) at the vertical rules crossing it
+    """The columns of the parts each band at `rows` and in columns `spans` (lines `heights` high) is read in, and
+    whether it is a table's row: a table's row cut into its cells (None for an empty one) at the vertical rules crossing it
     (`down`: [H, W] bool, the page's erased vertical rules; with `split.rule_cells`, `walled_cells`) or where
     its columns are set apart by space (`table_cells`), a line whole or in chunks (`line_chunks`)."""
     if not split.crop_columns:
@@ -83,8 +83,8 @@ class PageBands:
 
 
 def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
-    """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`rule_masks`, `erase_rules`), rows of
-    ink grouped into bands (`block_bands`), with `split.own_ink` each band keeping only its own lines' ink
+    """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`rule_masks`,
+    `erase_rules`), rows of ink grouped into bands (`block_bands`), with `split.own_ink` each band keeping only its own lines' ink
     (`own_ink`), each band's parts (`band_parts`).  Reading (`page_regions`) and the training data drawn
     (`synth.bands`) or taken from real pages (`train_ocr.textlayer`) all cut here, so that the model is trained
     on the bands it will read."""
