@@ -41,21 +41,23 @@ def band_parts(
     down: np.ndarray,
     split: RegionSplit,
 ) -> list[tuple[list[tuple[int, int] | None], bool]]:
-    """The columns of the parts each band at `rows` and in columns `spans` (lines `heights` high) is read in, and
-    whether it is a table's row: a table's row cut into its cells (None for an empty one) at the vertical rules crossing it
-    (`down`: [H, W] bool, the page's erased vertical rules; with `split.rule_cells`, `walled_cells`) or where
-    its columns are set apart by space (`table_cells`), a line whole or in chunks (`line_chunks`)."""
+    """The columns of the parts each band at `rows` and in columns `spans` (lines `heights` high) is read in,
+    and whether it is a table's row: a table's row cut into its cells (None for an empty one) at the vertical
+    rules crossing it (`down`: [H, W] bool, the page's erased vertical rules; with `split.rule_cells`,
+    `walled_cells`) or where its columns are set apart by space (`table_cells`), a line whole or in chunks
+    (`line_chunks`)."""
     if not split.crop_columns:
         return [([span], False) for span in spans]
-    inked = [_within(inked_columns(image, top, bottom), span) for (top, bottom), span in zip(rows, spans)]  # each [W] bool
-    walled = [
-        walled_cells(ink, walls(down, top, bottom), split.margin) if split.rule_cells else None
-        for ink, (top, bottom) in zip(inked, rows)
-    ]
-    return [
-        (ruled, True) if ruled else (cells, True) if len(cells) > 1 else (line_chunks(ink, cells[0], height, split), False)
-        for ink, height, cells, ruled in zip(inked, heights, table_cells(inked, heights, split), walled)
-    ]
+    # each [W] bool, blank outside the band's span
+    inked = [_within(inked_columns(image, top, bottom), span) for (top, bottom), span in zip(rows, spans)]
+    parts = []
+    for ink, (top, bottom), height, cells in zip(inked, rows, heights, table_cells(inked, heights, split)):
+        ruled = walled_cells(ink, walls(down, top, bottom), split.margin) if split.rule_cells else None
+        if ruled or len(cells) > 1:
+            parts.append((ruled or cells, True))
+        else:
+            parts.append((line_chunks(ink, cells[0], height, split), False))
+    return parts
 
 
 def _within(inked: np.ndarray, span: tuple[int, int]) -> np.ndarray:
@@ -84,10 +86,10 @@ class PageBands:
 
 def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
     """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`rule_masks`,
-    `erase_rules`), rows of ink grouped into bands (`block_bands`), with `split.own_ink` each band keeping only its own lines' ink
-    (`own_ink`), each band's parts (`band_parts`).  Reading (`page_regions`) and the training data drawn
-    (`synth.bands`) or taken from real pages (`train_ocr.textlayer`) all cut here, so that the model is trained
-    on the bands it will read."""
+    `erase_rules`), rows of ink grouped into bands (`block_bands`), with `split.own_ink` each band keeping only
+    its own lines' ink (`own_ink`), each band's parts (`band_parts`).  Reading (`page_regions`) and the training
+    data drawn (`synth.bands`) or taken from real pages (`train_ocr.textlayer`) all cut here, so that the model
+    is trained on the bands it will read."""
     across, down = rule_masks(image)
     image = ruled = erase_rules(image, across | down)
     dark = ink_mask(image)  # [H, W]
