@@ -180,6 +180,15 @@ def test_the_recipes_regions_reach_the_exported_folders_preset(tmp_path):
         assert load_model_preset(str(folder)).regions == expected
 
 
+def test_export_can_read_pages_as_another_recipes_regions(uninterrupted_run, tmp_path):
+    # A page reading measured better than the run's own ships without retraining; the card says whose it is.
+    recipe = PROJECT_ROOT / "configs" / "train_ocr.toml"
+    model_dir = export_checkpoint(uninterrupted_run / "checkpoint.pt", tmp_path / "exported", regions_from=recipe)
+    assert parse_train_config(SMALL_RECIPE, "test").regions is None
+    assert load_model_preset(str(model_dir)).regions == load_train_config(recipe).regions
+    assert f"`{recipe}`'s, not the training recipe's" in (model_dir / "README.md").read_text()
+
+
 def test_warm_start_continues_from_an_exported_model(uninterrupted_run, tmp_path):
     model_dir = export_checkpoint(uninterrupted_run / "checkpoint.pt", tmp_path / "exported")
     config = parse_train_config(SMALL_RECIPE, "test")

@@ -2,7 +2,7 @@
 
     ocr-train-ocr train --output runs/ocr [--config configs/train_ocr.toml] [--max-steps N] [--max-minutes M]
                         [--warm-start ocr_app/models/ocr-tiny-tr]
-    ocr-train-ocr export --output runs/ocr --to ocr_app/models/ocr-tiny-tr
+    ocr-train-ocr export --output runs/ocr --to ocr_app/models/ocr-tiny-tr [--regions configs/train_ocr.toml]
     ocr-train-ocr evaluate --output runs/ocr [--level word --level line] [--samples 32]
     ocr-train-ocr reliance --output runs/ocr [--level block] [--samples 16]
 
@@ -65,6 +65,9 @@ def train(
 def export(
     output: Annotated[Path, typer.Option(help="run folder holding checkpoint.pt")],
     to: Annotated[Path, typer.Option(help="model folder to write (replaced)")],
+    regions: Annotated[
+        Optional[Path], typer.Option(help="recipe TOML whose [regions] the folder reads pages with (default: the run's own)")
+    ] = None,
 ) -> None:
     """Write the run's latest checkpoint as a Hugging Face model folder."""
     with report_errors():
@@ -75,7 +78,7 @@ def export(
         checkpoint = output / CHECKPOINT_NAME
         if not checkpoint.exists():
             raise ConfigError(f"{checkpoint}: no checkpoint to export")
-        print(export_checkpoint(checkpoint, to))
+        print(export_checkpoint(checkpoint, to, regions))
 
 
 def _resumed_trainer(output: Path, threads: int, command: str, samples_per_level: int | None = None):

@@ -4,7 +4,7 @@ The folder gets the bf16 weights (`save_pretrained`), the processor with the
 chat template, a fresh random MTP head in `mtp.safetensors` listed by the
 weight index (for `ocr-train-mtp` to train later), the prompt and pixel budget
 it was trained with (`ocr_app.toml`, so `--model FOLDER` reads as training
-did), the run's counters (`training_state.json`, for `ocr-train-ocr train
+did; its page reading, `[regions]`, the run's own or another recipe's), the run's counters (`training_state.json`, for `ocr-train-ocr train
 --warm-start`) and a README.md recording how the weights were made.
 """
 
@@ -18,15 +18,23 @@ import torch
 from safetensors.torch import save_file
 
 from ocr_app.checkpoint import write_weight_index
-from ocr_app.config import FOLDER_PRESET_NAME
+from ocr_app.config import FOLDER_PRESET_NAME, RegionSplit
+from ocr_app.errors import ConfigError
 from ocr_app.testing.tiny_model import random_mtp_head, write_processor
+from ocr_app.train_ocr.config import load_train_config
 from ocr_app.train_ocr.trainer import TRAINING_STATE_NAME, checkpoint_config, exported_weights, load_checkpoint, new_model
 
 
-def export_checkpoint(checkpoint_path: Path, out_dir: Path) -> Path:
-    """Write the model folder for `checkpoint_path` to `out_dir`, replacing what was there."""
+def export_checkpoint(checkpoint_path: Path, out_dir: Path, regions_from: Path | None = None) -> Path:
+    """Write the model folder for `checkpoint_path` to `out_dir`, replacing what was there.
+
+    `regions_from`: a recipe whose `[regions]` the folder reads pages with instead of the run's own, for a page
+    reading measured better on real documents than the one the weights were trained with.
+    """
     checkpoint = load_checkpoint(checkpoint_path)
     config = checkpoint_config(checkpoint, str(checkpoint_path))
+    if regions_from is not None:
+        config = config.model_copy(update={"regions": recipe_regions(regions_from)})
     tokenizer, model = new_model(config)
     model.load_state_dict(exported_weights(checkpoint))
     model.to(torch.bfloat16)
@@ -41,10 +49,18 @@ def export_checkpoint(checkpoint_path: Path, out_dir: Path) -> Path:
     write_processor(staging, tokenizer, config.model.min_pixels, config.model.max_pixels)
     (staging / TRAINING_STATE_NAME).write_text(json.dumps(checkpoint["state"], indent=1))
     (staging / FOLDER_PRESET_NAME).write_text(folder_preset(config), encoding="utf-8")
-    (staging / "README.md").write_text(model_card(checkpoint, config, sum(p.numel() for p in model.parameters())))
+    card = model_card(checkpoint, config, sum(p.numel() for p in model.parameters()), regions_from)
+    (staging / "README.md").write_text(card)
     shutil.rmtree(out_dir, ignore_errors=True)
     staging.rename(out_dir)
     return out_dir
+
+
+def recipe_regions(path: Path) -> RegionSplit:
+    regions = load_train_config(path).regions
+    if regions is None:
+        raise ConfigError(f"{path}: no [regions] to read pages with")
+    return regions
 
 
 def folder_preset(config) -> str:
@@ -66,7 +82,7 @@ max_pixels = {config.model.max_pixels}
 {bands}"""
 
 
-def model_card(checkpoint: dict, config, parameters: int) -> str:
+def model_card(checkpoint: dict, config, parameters: int, regions_from: Path | None = None) -> str:
     state = checkpoint["state"]
     sessions = "\n".join(
         f"- commit `{s['commit']}`, steps {s['start_step']}+, {s['wall_s'] / 60:.1f} min: `{s['command']}`"
@@ -75,6 +91,7 @@ def model_card(checkpoint: dict, config, parameters: int) -> str:
     decay = config.optimizer.ema_decay
     weights = f"moving average of the trained weights (decay {decay})" if checkpoint.get("ema") else "the last step's"
     evaluation = ", ".join(f"{k} {v:.3f}" for k, v in state["last_eval"].items()) or "not measured yet"
+    reading = "the training recipe's" if regions_from is None else f"`{regions_from}`'s, not the training recipe's"
     return f"""# ocr-tiny-tr
 
 A small Qwen3.5 vision-language OCR model ({parameters / 1e6:.2f}M parameters, character-level
@@ -88,6 +105,7 @@ ocr_app repository.
 - Held-out greedy CER at the last evaluation: {evaluation}
 - Weights: {weights}
 - Prompt: `{config.prompt}`; pixels {config.model.min_pixels}..{config.model.max_pixels}
+- Page reading (`[regions]` in ocr_app.toml): {reading}
 
 Training sessions (each resumed from the last one's checkpoint, or warm-started from its export):
 {sessions}
