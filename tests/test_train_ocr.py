@@ -219,6 +219,8 @@ def test_shipped_recipe_is_valid():
     preset = load_model_preset("ocr-tiny-tr")
     assert preset.prompt == config.prompt
     assert (preset.pixels.min_pixels, preset.pixels.max_pixels) == (config.model.min_pixels, config.model.max_pixels)
+    # The shipped folder reads pages as the recipe cuts training's parts (`make release-ocr-tiny`).
+    assert preset.regions == config.regions
     layer_types = set(config.model.layer_types)
     assert layer_types == {"linear_attention", "full_attention"}
     assert config.model.linear_key_head_dim == 128
