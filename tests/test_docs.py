@@ -80,6 +80,19 @@ def test_every_shown_command_is_one_the_tools_accept(page, words):
         assert (ROOT / args[0]).is_file(), f"no script {args[0]}"
 
 
+@pytest.mark.parametrize("cli", sorted(CLIS))
+def test_option_help_keeps_its_brackets(cli):
+    """Typer renders help as Rich markup, where `[regions]` is a tag and vanishes from `--help`: a bracketed
+    word in an option's help must be escaped (`\\[regions]`)."""
+    command = typer.main.get_command(importlib.import_module(CLIS[cli]).app)
+    parent = command.context_class(command, info_name=cli)
+    commands = [command.get_command(parent, name) for name in command.list_commands(parent)] if hasattr(command, "list_commands") else [command]
+    for each in commands:
+        for param in each.params:
+            help_text = getattr(param, "help", None) or ""
+            assert not re.search(r"(?<!\\)\[[A-Za-z]", help_text), f"{cli} {each.name} {param.opts}: unescaped [ in {help_text!r}"
+
+
 def test_the_examples_in_ocr_read_help_parse():
     from ocr_app.cli.read import EXAMPLES
 

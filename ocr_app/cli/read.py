@@ -109,7 +109,7 @@ def read(
             help="Batch: read on a Ray cluster (docs/ray.md): alone, a Ray instance started here; auto, ray://HOST:PORT or HOST:PORT, a running one.",
         ),
     ] = None,
-    replicas: Annotated[Optional[int], typer.Option(help="Ray: engine replicas; default from configs/modes.toml [ray].")] = None,
+    replicas: Annotated[Optional[int], typer.Option(help="Ray: engine replicas; default from configs/modes.toml \\[ray].")] = None,
     cpus_per_replica: Annotated[Optional[float], typer.Option(help="Ray: CPUs each replica takes.")] = None,
     gpus_per_replica: Annotated[Optional[float], typer.Option(help="Ray: GPUs each replica takes.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Ray: pages handed to a replica at a time.")] = None,

@@ -66,7 +66,7 @@ def export(
     output: Annotated[Path, typer.Option(help="run folder holding checkpoint.pt")],
     to: Annotated[Path, typer.Option(help="model folder to write (replaced)")],
     regions: Annotated[
-        Optional[Path], typer.Option(help="recipe TOML whose [regions] the folder reads pages with (default: the run's own)")
+        Optional[Path], typer.Option(help="recipe TOML whose regions table (\\[regions]) the folder reads pages with (default: the run's own)")
     ] = None,
 ) -> None:
     """Write the run's latest checkpoint as a Hugging Face model folder."""
