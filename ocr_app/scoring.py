@@ -234,3 +234,39 @@ def matched_line_cer(prediction_lines: list[str], reference_lines: list[str]) ->
     if not characters:
         return 0.0
     return sum(_line_distance(truth, readings) for truth in truths) / characters
+
+
+# Which character edits cost a reading its words: each truth word the reading missed is paired with the nearest
+# word the reading wrote instead, when one is close enough to be a misreading of it rather than another word.
+
+@dataclass(frozen=True)
+class MissedWords:
+    missed: int  # truth words the reading lacks (multiset difference, `words`)
+    near: int  # of them, those paired with a wrong word of the reading within `max(2, len // 3)` edits
+    # (kind, read, truth) -> count over the pairs: ("dropped", "", "l"), ("replaced", "ı", "u"), ("added", "1", "")
+    edits: Counter
+
+
+def missed_words(prediction: str, reference: str) -> MissedWords:
+    """The truth's words missing from `prediction` (both `words` of their texts) and the character edits that
+    would turn each one's nearest wrong word into it, pairs taken greedily in the truth's order (each wrong word
+    used once)."""
+    predicted, expected = Counter(words(prediction)), Counter(words(reference))
+    missing, wrong = list((expected - predicted).elements()), list((predicted - expected).elements())
+    edits: Counter = Counter()
+    near = 0
+    for truth in missing:
+        if not wrong:
+            break
+        read = min(wrong, key=lambda candidate: Levenshtein.distance(truth, candidate))
+        if Levenshtein.distance(truth, read) > max(2, len(truth) // 3):
+            continue
+        wrong.remove(read)
+        near += 1
+        for op in Levenshtein.editops(read, truth):
+            # an edit from the reading to the truth, named for what the reading did
+            kind = {"insert": "dropped", "delete": "added", "replace": "replaced"}[op.tag]
+            read_char = "" if op.tag == "insert" else read[op.src_pos]
+            truth_char = "" if op.tag == "delete" else truth[op.dest_pos]
+            edits[(kind, read_char, truth_char)] += 1
+    return MissedWords(len(missing), near, edits)

@@ -78,3 +78,14 @@ def test_summary_means_of_categories_and_of_pages():
     assert summary.page_mean.cer == pytest.approx(0.2)
     assert summary.pages == 3 and summary.pages_per_category == {"fatura": 2, "mektup": 1}
     assert summary.to_dict()["score"] == pytest.approx(75.0)
+
+
+def test_missed_words_name_the_letters_a_reading_dropped_and_changed():
+    """`Kurulu` read `Kırulu` is one replaced letter, `Disiplin` read `Disipin` one dropped; `Resmî`, missed with
+    no wrong word near it, counts as missed but not near."""
+    from ocr_app.scoring import missed_words
+
+    found = missed_words("Yükseköğretim Kırulu Disipin 12", "Yükseköğretim Kurulu Disiplin Resmî 12")
+    assert (found.missed, found.near) == (3, 2)
+    assert found.edits == {("replaced", "ı", "u"): 1, ("dropped", "", "l"): 1}
+    assert missed_words("aynı metin", "aynı metin").missed == 0
