@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
-from ocr_app.scoring import missed_words, plain_text
+from ocr_app.scoring import MissedWords, missed_words, plain_text
 
 
 def main() -> None:
@@ -24,13 +24,13 @@ def main() -> None:
     args = parser.parse_args()
     pages = json.loads(args.report.read_text(encoding="utf-8"))["pages"]
     reader = args.reader or next(name for name in pages[0]["readings"] if name.startswith("model"))
-    by_rendering: dict[str, tuple[int, int, Counter]] = {}
+    by_rendering: dict[str, list[MissedWords]] = defaultdict(list)
     for page in pages:
-        found = missed_words(plain_text(page["readings"][reader]["text"]), plain_text(page["reference"]))
-        missed, near, edits = by_rendering.get(page["rendering"], (0, 0, Counter()))
-        by_rendering[page["rendering"]] = (missed + found.missed, near + found.near, edits + found.edits)
+        by_rendering[page["rendering"]].append(missed_words(plain_text(page["readings"][reader]["text"]), plain_text(page["reference"])))
     print(f"{args.report}: {reader}")
-    for rendering, (missed, near, edits) in by_rendering.items():
+    for rendering, found in by_rendering.items():
+        missed, near = sum(page.missed for page in found), sum(page.near for page in found)
+        edits = sum((page.edits for page in found), Counter())
         print(f"\n{rendering}: {missed} truth words missed, {near} of them misread (a wrong word within a few edits)")
         print("| edit | read | truth | count |\n|---|---|---|---:|")
         for (kind, read, truth), count in edits.most_common(args.top):

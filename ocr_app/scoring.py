@@ -238,6 +238,8 @@ def matched_line_cer(prediction_lines: list[str], reference_lines: list[str]) ->
 
 # Which character edits cost a reading its words: each truth word the reading missed is paired with the nearest
 # word the reading wrote instead, when one is close enough to be a misreading of it rather than another word.
+# An edit from the reading to the truth is named for what the reading did.
+_EDIT_KINDS = {"insert": "dropped", "delete": "added", "replace": "replaced"}
 
 @dataclass(frozen=True)
 class MissedWords:
@@ -258,15 +260,14 @@ def missed_words(prediction: str, reference: str) -> MissedWords:
     for truth in missing:
         if not wrong:
             break
-        read = min(wrong, key=lambda candidate: Levenshtein.distance(truth, candidate))
-        if Levenshtein.distance(truth, read) > max(2, len(truth) // 3):
+        # the first nearest wrong word
+        distance, read = min(((Levenshtein.distance(truth, candidate), candidate) for candidate in wrong), key=lambda pair: pair[0])
+        if distance > max(2, len(truth) // 3):
             continue
         wrong.remove(read)
         near += 1
         for op in Levenshtein.editops(read, truth):
-            # an edit from the reading to the truth, named for what the reading did
-            kind = {"insert": "dropped", "delete": "added", "replace": "replaced"}[op.tag]
             read_char = "" if op.tag == "insert" else read[op.src_pos]
             truth_char = "" if op.tag == "delete" else truth[op.dest_pos]
-            edits[(kind, read_char, truth_char)] += 1
+            edits[(_EDIT_KINDS[op.tag], read_char, truth_char)] += 1
     return MissedWords(len(missing), near, edits)

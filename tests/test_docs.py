@@ -84,10 +84,9 @@ def test_every_shown_command_is_one_the_tools_accept(page, words):
 def test_option_help_keeps_its_brackets(cli):
     """Typer renders help as Rich markup, where `[regions]` is a tag and vanishes from `--help`: a bracketed
     word in an option's help must be escaped (`\\[regions]`)."""
-    command = typer.main.get_command(importlib.import_module(CLIS[cli]).app)
-    parent = command.context_class(command, info_name=cli)
-    commands = [command.get_command(parent, name) for name in command.list_commands(parent)] if hasattr(command, "list_commands") else [command]
-    for each in commands:
+    command, _, parent = command_for(cli, [])
+    is_group = hasattr(command, "list_commands")
+    for each in [command.get_command(parent, name) for name in command.list_commands(parent)] if is_group else [command]:
         for param in each.params:
             help_text = getattr(param, "help", None) or ""
             assert not re.search(r"(?<!\\)\[[A-Za-z]", help_text), f"{cli} {each.name} {param.opts}: unescaped [ in {help_text!r}"

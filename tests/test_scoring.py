@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_app.scoring import PageScore, make_scorer, normalize, plain_text, score_page, summarize, turkish_casefold
+from ocr_app.scoring import PageScore, make_scorer, missed_words, normalize, plain_text, score_page, summarize, turkish_casefold
 
 
 def test_identical_texts_score_100_and_disjoint_texts_score_0():
@@ -83,8 +83,6 @@ def test_summary_means_of_categories_and_of_pages():
 def test_missed_words_name_the_letters_a_reading_dropped_and_changed():
     """`Kurulu` read `Kırulu` is one replaced letter, `Disiplin` read `Disipin` one dropped; `Resmî`, missed with
     no wrong word near it, counts as missed but not near."""
-    from ocr_app.scoring import missed_words
-
     found = missed_words("Yükseköğretim Kırulu Disipin 12", "Yükseköğretim Kurulu Disiplin Resmî 12")
     assert (found.missed, found.near) == (3, 2)
     assert found.edits == {("replaced", "ı", "u"): 1, ("dropped", "", "l"): 1}
