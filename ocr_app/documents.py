@@ -116,7 +116,11 @@ def _open_pdf(path: Path, password: str | None) -> Document:
         if pdf.page_count == 0:
             raise InputError(f"{path}: PDF has no pages")
         try:
-            pdf.load_page(pdf.page_count - 1)  # a truncated file often fails only at its last page
+            # A truncated file often fails only at its last page; when MuPDF repairs one, that page may load
+            # blank although its object was cut off: reading the object itself fails then ("bad xref").
+            if pdf.xref_object(pdf.page_xref(pdf.page_count - 1)) == "null":
+                raise ValueError("the last page's object is missing")
+            pdf.load_page(pdf.page_count - 1)
         except (RuntimeError, ValueError) as exc:
             log.debug("PyMuPDF cannot load the last page of %s: %s", path, exc)
             raise InputError(f"{path}: corrupt PDF, its pages cannot be read") from None
