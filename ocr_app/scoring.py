@@ -241,6 +241,7 @@ def matched_line_cer(prediction_lines: list[str], reference_lines: list[str]) ->
 # An edit from the reading to the truth is named for what the reading did.
 _EDIT_KINDS = {"insert": "dropped", "delete": "added", "replace": "replaced"}
 
+
 @dataclass(frozen=True)
 class MissedWords:
     missed: int  # truth words the reading lacks (multiset difference, `words`)
