@@ -200,6 +200,20 @@ def test_warm_start_continues_from_an_exported_model(uninterrupted_run, tmp_path
     assert losses[STEPS + 1] < first_run[1]
 
 
+def test_a_small_step_moves_every_stacks_weights(tmp_path):
+    # Adam's weights are fp32 under bf16 autocast: a step at a low rate moves the decoder's weights too (as bf16
+    # weights, most of such an update was rounded away and the decoder barely trained when the rate fell).
+    recipe = parse_train_config({**SMALL_RECIPE, "optimizer": {"lr": 1e-5, "warmup_steps": 1, "ema_decay": 0.5}}, "test")
+    trainer = Trainer(recipe, tmp_path, command="test")
+    assert {parameter.dtype for parameter in trainer.model.parameters()} == {torch.float32}
+    names = ("model.language_model.layers.1.self_attn.o_proj.weight", "model.visual.blocks.0.attn.proj.weight")
+    before = {name: trainer.model.state_dict()[name].clone() for name in names}
+    stage = Stage(steps=1, levels={"word": 1.0}, batch_size=4)
+    trainer.train_step(trainer.encoder.micro_batches(draw_examples(0, 4, stage), 0))
+    for name in names:
+        assert (trainer.model.state_dict()[name] != before[name]).float().mean() > 0.9, name
+
+
 def test_warm_start_refuses_a_folder_without_training_state(tmp_path):
     config = parse_train_config(SMALL_RECIPE, "test")
     with pytest.raises(ConfigError, match="training_state.json"):
