@@ -6,6 +6,7 @@ import random
 import re
 
 import numpy as np
+import pymupdf
 import pytest
 from fontTools.ttLib import TTFont
 
@@ -21,7 +22,7 @@ from ocr_app.synth import (
 from ocr_app.config import RegionSplit
 from ocr_app.regions import page_bands
 from ocr_app.scoring import plain_text
-from ocr_app.synth import lexicon, render, text
+from ocr_app.synth import lexicon, render, story, text
 from ocr_app.synth.bands import TOKEN_SIDE, band_markdown, words_by_band
 from ocr_app.synth.documents import BUILDERS, Heading, Paragraph, Table, to_markdown, with_random_words
 from ocr_app.synth.render import FONTS_DIR, place_blocks, random_style
@@ -319,6 +320,9 @@ def test_real_tokens_are_dictionary_words_with_suffixes_and_formats():
     assert any(token.startswith("“") and token.rstrip(",.").endswith("”") for token in marked)
     assert any("’" in token for token in marked) and any(token.startswith("E-") for token in marked)
     assert sum(any(mark in token for mark in "()“”‘’';%[") for token in tokens) > 15  # about a tenth of real tokens
+    # Blanks come in many lengths, so that a reader counts the dots rather than writing the run it knows.
+    blanks = {token for token in marked if re.fullmatch(r"[._…]+", token)}
+    assert len({len(token) for token in blanks}) > 10
     # A dictionary word is a stem with its suffixes: far longer on average than the stems' lists.
     assert sum(map(len, words)) / len(words) > 9
 
@@ -337,3 +341,17 @@ def test_document_fonts_only_where_asked_and_installed():
             unknown = bytes(face.getmask("\uffff"))  # what a character without a glyph draws
             assert all(bytes(face.getmask(letter)) != unknown for letter in "çğıöşüÇĞİÖŞÜâî"), family
         assert "₺" not in render.spelled_for(family, "42,50 ₺") or "₺" not in render.missing_characters(family)
+
+
+def test_story_petitions_leave_blanks_that_their_text_layer_keeps():
+    """A petition laid out by Story keeps its blanks in the PDF's text layer, the training answer of its parts:
+    the dots and underlines the reader must count, of several lengths."""
+    for seed in range(40):
+        with pymupdf.open(stream=story.document(random.Random(seed))) as pdf:
+            layer = "\n".join(page.get_text() for page in pdf)
+        if "İmza:" in layer:
+            break
+    else:
+        pytest.fail("no petition among 40 story documents")
+    blanks = re.findall(r"\.{3,}|_{3,}", layer)
+    assert len({len(blank) for blank in blanks}) >= 3, blanks

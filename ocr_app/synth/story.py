@@ -113,7 +113,26 @@ def columns(rng: random.Random) -> str:
     return "".join(parts)
 
 
-BUILDERS = {"invoice": invoice, "letter": letter, "columns": columns}
+def petition(rng: random.Random) -> str:
+    """A petition (dilekçe) or application form: the office addressed, centred; a body whose particulars are
+    blanks to fill in (`........ Bölümü ........ numaralı öğrencisiyim`); the applicant's fields, some filled
+    and some left as blanks; the date and signature blanks."""
+    office = text.turkish_upper(f"{_words(rng, 1, 3)} {rng.choice(('MÜDÜRLÜĞÜNE', 'DEKANLIĞINA', 'BAŞKANLIĞINA', 'REKTÖRLÜĞÜNE'))}")
+    sentences = []
+    for _ in range(rng.randint(2, 5)):
+        pieces = [_words(rng, 1, 5) if rng.random() < 0.6 else text.blank(rng) for _ in range(rng.randint(2, 6))]
+        sentences.append(html.escape(" ".join(pieces)) + ".")
+    body = f"<p>{' '.join(sentences)}</p><p>{html.escape(_words(rng, 4, 10))}.</p>"
+    filled = {"Adı Soyadı": text.person(rng), "T.C. Kimlik No": text.tckn(rng), "Telefon": text.phone(rng),
+              "Adres": text.address(rng), "Öğrenci No": text.digits(rng, 9), "Bölümü": _words(rng, 1, 3),
+              "E-posta": f"{text.code(rng).lower()}@{text.code(rng).lower()}.com"}
+    fields = [(key, value if rng.random() < 0.4 else text.blank(rng)) for key, value in rng.sample(sorted(filled.items()), rng.randint(3, 7))]
+    closing = (f'<p class="right">{"..../..../20...." if rng.random() < 0.5 else html.escape(text.blank(rng))}<br/>'
+               f'İmza: {html.escape(text.blank(rng))}</p>')
+    return f'<p style="text-align:center"><b>{html.escape(office)}</b></p>{body}{closing}{_key_values(rng, fields)}'
+
+
+BUILDERS = {"invoice": invoice, "letter": letter, "columns": columns, "petition": petition}
 
 
 def document(rng: random.Random) -> bytes:

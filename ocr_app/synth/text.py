@@ -312,11 +312,11 @@ def punctuated(rng: random.Random) -> str:
     """A word or number in the punctuation real documents set around it: a law's amendment mark
     (`(Değişik: 4/6/2016-6719/13 md.)`), a quoted or bracketed word (`“biyokütle”`, `(ç,d,e)`, `(...)`), a
     suffix after an apostrophe (`Başkanlığı’nın`), a label run into its value (`No:21`, `%18`), a file number
-    (`E-75850160-104.01.01.01-11099`, `23/108`), a list's mark (`b)`, `4.`, `1-)`), or a word before a comma,
-    semicolon or colon."""
+    (`E-75850160-104.01.01.01-11099`, `23/108`), a list's mark (`b)`, `4.`, `1-)`), a form's blank (`blank`), or a
+    word before a comma, semicolon or colon."""
     words = dictionary_words()
     drawn = rng.choice(words) if words else word(rng)
-    form = rng.randrange(8)
+    form = rng.randrange(9)
     if form == 0:
         day = date(rng)
         return (f"({rng.choice(AMENDMENTS)}:{rng.choice(('', ' '))}{day.day}/{day.month}/{day.year}-"
@@ -341,7 +341,21 @@ def punctuated(rng: random.Random) -> str:
         ))
     if form == 6:
         return rng.choice((f"{rng.choice(LIST_LETTERS)})", f"{rng.randint(1, 30)}.", f"{rng.randint(1, 30)}-)", f"({rng.choice(LIST_LETTERS)})"))
+    if form == 7:
+        return blank(rng)
     return f"{drawn}{rng.choice((',', ';', ':', '.'))}"
+
+
+def blank(rng: random.Random) -> str:
+    """A form's or petition's space to fill in: a run of dots 3-60 long, a date's blank (`..../..../20..`) or an
+    underline.  Its length is drawn: a reader that has seen only a few lengths writes one of them (a real
+    petition's 54 dots came back as ~250).  Dots, not `…`, which the tokenizer lacks."""
+    form = rng.randrange(3)
+    if form == 0:
+        return "." * rng.randint(3, 60)
+    if form == 1:
+        return f"{'.' * rng.randint(2, 6)}/{'.' * rng.randint(2, 6)}/{rng.choice(('20', '', '202'))}{'.' * rng.randint(2, 4)}"
+    return "_" * rng.randint(3, 60)
 
 
 # Identifiers as Turkish documents print them, with valid check digits: a reader that learnt the shape of a
