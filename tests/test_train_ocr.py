@@ -214,6 +214,15 @@ def test_a_small_step_moves_every_stacks_weights(tmp_path):
         assert (trainer.model.state_dict()[name] != before[name]).float().mean() > 0.9, name
 
 
+def test_bf16_autocast_only_where_the_cpu_computes_bf16(tmp_path):
+    # The recipe asks for bf16 autocast; where the CPU only emulates bf16 (AVX2) a step would take ~18x as long.
+    trainer = Trainer(parse_train_config(SMALL_RECIPE, "test"), tmp_path, command="test")
+    assert trainer.config.bf16
+    with trainer.autocast():
+        product = torch.nn.functional.linear(torch.ones(2, 8), torch.ones(4, 8))
+    assert product.dtype == (torch.bfloat16 if torch.ops.mkldnn._is_mkldnn_bf16_supported() else torch.float32)
+
+
 def test_warm_start_refuses_a_folder_without_training_state(tmp_path):
     config = parse_train_config(SMALL_RECIPE, "test")
     with pytest.raises(ConfigError, match="training_state.json"):

@@ -88,7 +88,8 @@ class Ctc(_Strict):
 class TrainConfig(_Strict):
     seed: int = 0
     threads: int = 2
-    # bf16 autocast: ~1.5x faster than fp32 on this CPU, and the usual choice on a GPU.
+    # bf16 autocast: ~1.5x faster than fp32 on a CPU with native bf16 (AVX512-BF16, AMX), and the usual choice on
+    # a GPU; ignored where bf16 is emulated (`trainer.computes_bf16`).
     bf16: bool = True
     # Processes rendering batches ahead of the trainer (0: in the training process); they change no result.
     data_workers: int = 0
