@@ -73,12 +73,19 @@ eval-sample: $(STAMP) $(TINY)/config.json tesseract
 # then the sample benchmark against Tesseract with drafts 0 and 3 (transformers, one page at a time), and vLLM
 # reading all 30 pages at once with drafts 0 and 3 (eager: no compile wait).  The folder reads pages as the
 # recipe's [regions] says now: a key measured better after the run began ships with its weights.
+# HEAD=previous HEAD_STEPS=N: a quicker release whose head continues from the shipped one for N optimizer steps
+# (its reading of the pages is the same; the steps are most of the head's ~45 min) instead of starting fresh.
 OCR_TINY := ocr_app/models/ocr-tiny-tr
+HEAD ?= fresh
+HEAD_STEPS ?=
+PREVIOUS_HEAD := build/ocr-tiny-tr.previous-mtp.safetensors
 release-ocr-tiny: $(STAMP) tesseract
-	@test -n "$(RUN)" || { echo "usage: make release-ocr-tiny RUN=TRAINING_RUN_DIR"; exit 2; }
+	@test -n "$(RUN)" || { echo "usage: make release-ocr-tiny RUN=TRAINING_RUN_DIR [HEAD=previous HEAD_STEPS=N]"; exit 2; }
+	mkdir -p build && cp $(OCR_TINY)/mtp.safetensors $(PREVIOUS_HEAD)
 	$(VENV)/bin/ocr-train-ocr export --output $(RUN) --to $(OCR_TINY) --regions configs/train_ocr.toml
 	rm -rf build/ocr-tiny-tr.mtp-work
-	OCR_APP_VLLM_EAGER=1 $(VENV)/bin/ocr-train-mtp --model $(OCR_TINY) --output $(OCR_TINY) --in-place --init fresh \
+	OCR_APP_VLLM_EAGER=1 $(VENV)/bin/ocr-train-mtp --model $(OCR_TINY) --output $(OCR_TINY) --in-place \
+	    --init $(if $(filter previous,$(HEAD)),$(PREVIOUS_HEAD),$(HEAD)) $(if $(HEAD_STEPS),--max-steps $(HEAD_STEPS)) \
 	    --data ocr_app/train_ocr/corpus --synth-pages 40 --engine vllm \
 	    --config configs/train_mtp_ocr_tiny.toml --work-dir build/ocr-tiny-tr.mtp-work --threads 2
 	$(VENV)/bin/ocr-eval real samples/real-tr --model ocr-tiny-tr --drafts 0,3 --baseline tesseract -o reports/ocr-tiny-tr-real
