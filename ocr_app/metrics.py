@@ -88,6 +88,9 @@ class PageMetrics:
     drafts: int | str = 0  # K, the number of draft tokens per round; 0 = plain decoding; "auto": chosen per round
     spec: SpecDecodingStats | None = None
     retried: bool = False
+    # A part of the page read alone (a band, `ocr_app.regions`) ran to max tokens in a repetition loop: the page's
+    # own tail is its last part's, so a loop in a band above it shows only here.
+    part_looped: bool = False
 
     @property
     def tokens_per_s(self) -> float:

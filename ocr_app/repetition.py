@@ -2,7 +2,8 @@
 
 A loop shows as a tail that repeats with a short period (`| | | |`, the same
 line over and over).  Only pages that hit max tokens are suspects: a page that
-ended by itself is taken as the model meant it, tables and all.  Detection works
+ended by itself is taken as the model meant it, tables and all.  A page read as
+bands is a suspect when any band is (`PageMetrics.part_looped`).  Detection works
 on token ids, so it applies to every engine alike (`RetryDegenerate` for single
 pages, `ocr_app.pipeline` in bulk).
 
@@ -67,7 +68,11 @@ def loop_tokens(token_ids: Sequence[int]) -> set[int]:
 
 
 def is_degenerate(page: PageText) -> bool:
-    return page.metrics.finish_reason == "length" and repetition_period(page.token_ids) is not None
+    """Whether the page ran to max tokens stuck in a loop: at its own end, or in one of its parts (a band of a
+    page read by regions, whose loop a later band's text would hide)."""
+    return page.metrics.part_looped or (
+        page.metrics.finish_reason == "length" and repetition_period(page.token_ids) is not None
+    )
 
 
 def retry_settings(settings: GenerationSettings, retry: RetryPreset, engine: Engine) -> GenerationSettings:

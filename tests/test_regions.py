@@ -666,3 +666,21 @@ def test_a_band_ended_early_differs_from_one_read_on_at_the_decision_that_differ
     read_on = join_regions([PageText("abx", (1, 2, 9), PageMetrics(5, 4, 1.0, "stop"), top2_gaps=(0.5, 0.6, 0.2, 0.9)), second], 2.0)
     first = next(index for index, (a, b) in enumerate(zip(ended.token_ids, read_on.token_ids)) if a != b)
     assert first == 2 and (gap_at(ended, first), gap_at(read_on, first)) == (0.3, 0.2)
+
+
+def test_a_band_looping_above_the_last_makes_its_page_a_looping_one():
+    """A page read as bands ends with its last band's tokens: a band above it that ran to max tokens in a loop
+    (a real petition's blank read as 2 048 dots) must still mark the page for a re-read, and a page whose band
+    ran to max tokens without a loop must not be."""
+    from ocr_app.engines.protocol import PageText
+    from ocr_app.metrics import PageMetrics
+    from ocr_app.regions.reader import join_regions
+    from ocr_app.repetition import is_degenerate
+
+    dots = PageText("." * 64, (7,) * 64, PageMetrics(5, 64, 1.0, "length"))
+    varied = PageText("x", tuple(range(64)), PageMetrics(5, 64, 1.0, "length"))
+    last = PageText("ab", (1, 2), PageMetrics(5, 3, 1.0, "stop"))
+    assert is_degenerate(join_regions([last, dots, last], 2.0))
+    assert is_degenerate(join_regions([join_regions([dots, last], 1.0), last], 2.0))  # a band of chunks
+    assert not is_degenerate(join_regions([last, varied, last], 2.0))
+    assert not is_degenerate(join_regions([last, last], 2.0))

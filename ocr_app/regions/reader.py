@@ -12,6 +12,7 @@ from ocr_app.engines.protocol import Engine, GenerationSettings, Key, PageText, 
 from ocr_app.metrics import PageMetrics, SpecDecodingStats
 from ocr_app.regions.page import page_regions
 from ocr_app.regions.text import band_separator, cell_text, joined_text, table_row
+from ocr_app.repetition import is_degenerate
 
 
 # Where a part's reading ended with its stop token, which a reading's ids leave out: in a page's joined ids it
@@ -43,6 +44,7 @@ def merged(readings: list[PageText], text: str, wall_s: float) -> PageText:
         drafts=readings[0].metrics.drafts,
         spec=spec,
         retried=any(reading.metrics.retried for reading in readings),
+        part_looped=any(is_degenerate(reading) for reading in readings),
     )
     ids = [_ids_with_part_end(reading) for reading in readings]
     gaps = None
