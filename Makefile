@@ -73,8 +73,8 @@ eval-sample: $(STAMP) $(TINY)/config.json tesseract
 # then the sample benchmark against Tesseract with drafts 0 and 3 (transformers, one page at a time), and vLLM
 # reading all 30 pages at once with drafts 0 and 3 (eager: no compile wait).  The folder reads pages as the
 # recipe's [regions] says now: a key measured better after the run began ships with its weights.
-# HEAD=previous HEAD_STEPS=N: a quicker release whose head continues from the shipped one for N optimizer steps
-# (its reading of the pages is the same; the steps are most of the head's ~45 min) instead of starting fresh.
+# HEAD=previous HEAD_STEPS=N: the head continues from the shipped one for N optimizer steps instead of starting
+# fresh (the pages are read as before); meant for a quicker release, not yet timed or measured.
 OCR_TINY := ocr_app/models/ocr-tiny-tr
 HEAD ?= fresh
 HEAD_STEPS ?=
