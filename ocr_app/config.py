@@ -97,6 +97,9 @@ class RegionSplit(_Strict):
     # Each band keeps only its own lines' ink (`regions.own_ink`): cut between lines set tight, a band's edge rows
     # hold specks of its neighbours' descenders and accents.
     own_ink: bool = False
+    # Each band reaches over the faint rows beside its ink (`regions.faint_edges`): the rows through a small line's
+    # descender tails and capitals' accents hold too little ink to count as the band's, and were cut off.
+    faint_edges: bool = False
     # A band still two lines high or more once cut between its lines (ink beside them fills the rows between:
     # a logo by an address block) is cut into blocks at wide blank columns, each block read as bands of its own.
     column_blocks: bool = False

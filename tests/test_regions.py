@@ -542,6 +542,45 @@ def test_the_median_level_is_numpys_median_truncated():
         assert median_level(levels) == int(np.median(levels))
 
 
+TAILS_AND_ACCENTS = "Şapkalı yaygın gölge, Ödül: Çağ"
+
+
+def _line_on_a_rule(gap: int) -> tuple[Image.Image, Image.Image]:
+    """A line of descenders and accents standing `gap` rows above a rule as wide as the page (a ruled table's
+    row), and the same line without the rule."""
+    page = Image.new("RGB", (700, 80), (250, 250, 250))
+    draw = ImageDraw.Draw(page)
+    face = font("DejaVuSerif.ttf", 15)
+    draw.text((20, 24), TAILS_AND_ACCENTS, font=face, fill=(20, 20, 20))
+    bare = page.copy()
+    rule = int(np.flatnonzero(_ink_mask(bare).any(axis=1))[-1]) + gap
+    draw.line((10, rule, 690, rule), fill=(30, 30, 30))
+    return page, bare
+
+
+@pytest.mark.parametrize("gap", [1, 2])
+def test_a_band_reaches_over_the_tails_that_erasing_a_rule_beside_them_took(gap):
+    page, bare = _line_on_a_rule(gap)
+    text_rows = np.flatnonzero(_ink_mask(bare).any(axis=1))
+    split = RegionSplit(max_height=32, margin=8, crop_columns=True, cut_between_lines=True, text_height=19, rule_cells=True)
+    (clipped,) = page_bands(page, split).rows
+    assert clipped[1] <= text_rows[-1]  # the rule's erased edge took the tails' last rows with it
+    (whole,) = page_bands(page, split.model_copy(update={"faint_edges": True})).rows
+    assert whole == (text_rows[0], text_rows[-1] + 1)
+    assert page_bands(bare, split.model_copy(update={"faint_edges": True})).rows == [whole]
+
+
+@pytest.mark.parametrize("family", ["sans", "serif"])
+def test_bands_reaching_over_faint_rows_stay_apart_between_tight_lines(family):
+    lines = ["Şoför yağmurda güçlükle ilerledi", "İzmir'de Ağustos ılık geçti", "Gölgeli yoğurt ağzı", "Ülkü ile Gökçe geldi"]
+    page, bodies, _ = _tight_paragraph(lines, family)
+    split = RegionSplit(max_height=32, cut_between_lines=True, faint_edges=True)
+    rows = page_bands(page, split).rows
+    assert len(rows) == len(lines)
+    assert all(bottom <= next_top for (_, bottom), (next_top, _) in zip(rows, rows[1:]))
+    assert all(top <= body[0] and body[-1] < bottom for (top, bottom), body in zip(rows, bodies))
+
+
 def test_a_page_without_rules_is_left_as_it_is():
     page = _synthetic_page(3)
     assert erase_rules(page) is page

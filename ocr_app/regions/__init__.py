@@ -30,7 +30,8 @@ One module per step:
     deskew.py  a skewed scan turned level (`deskewed`)
     rules.py   a table's borders erased (`erase_rules`), its vertical ones kept as walls between cells (`walls`)
     ink.py     which rows and columns hold ink; a line's height
-    bands.py   rows cut into bands, a tall one into column blocks (`block_bands`), each keeping its own
+    bands.py   rows cut into bands, a tall one into column blocks (`block_bands`), each reaching over the
+               faint rows of tails and accents beside it (`faint_edges`) and keeping its own
                lines' ink (`own_ink`); a band enlarged and
                padded as the model reads it (`cut_band`)
     tables.py  a table's rows cut into cells: at its rules (`walled_cells`) or where space sets them

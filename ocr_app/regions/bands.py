@@ -25,6 +25,9 @@ BLOCK_GAP = 2.0
 # A stroke of ink from a neighbouring band is erased from a band when fewer of its rows than this share of the
 # band's line height lie in the band: a descender's tail or an accent, not a letter two touching lines share.
 FOREIGN_SHARE = 0.5
+# A band reaches at most this share of its line's height over the faint rows beside its ink (`faint_edges`): a
+# descender's tail or an accent over a capital is under a third of it.
+FAINT_REACH = 0.4
 
 
 def valley_row(ink: np.ndarray) -> int | None:
@@ -166,6 +169,36 @@ def own_ink(
         foreign[0] = False  # label 0 is the paper
         pixels[top:bottom, left:right][foreign[labels[top:bottom, left:right]]] = paper
     return Image.fromarray(pixels)
+
+
+def faint_edges(
+    letters: np.ndarray, rows: list[tuple[int, int]], spans: list[tuple[int, int]], heights: list[int]
+) -> list[tuple[int, int]]:
+    """`rows` of the bands of a page whose letters' ink is `letters` ([H, W] bool, `rules.letter_ink`), in columns
+    `spans`, lines `heights` high, each reaching over the rows beside it that hold any of it in its columns: at
+    most FAINT_REACH of its line's height, and not past the middle of the gap to a band above or below it in the
+    same columns.  A band's rows are those of the rules-erased page holding more than INK_SHARE of its width in
+    ink: a line's descender tails and its capitals' accents are cut off where erasing a table's rule took them
+    with its edge, or where in small type their rows hold a few pixels, and the reader then saw "y" as "v", "ş"
+    as "s" and "Ö" as "O" (a row of a ruled table on samples/real-tr, 2 rows above its rule)."""
+    reached = []
+    for index, ((top, bottom), (left, right), height) in enumerate(zip(rows, spans, heights)):
+        reach = max(1, round(FAINT_REACH * height))
+        above, below = max(0, top - reach), min(letters.shape[0], bottom + reach)
+        for other, ((other_top, other_bottom), (other_left, other_right)) in enumerate(zip(rows, spans)):
+            if other == index or other_right <= left or other_left >= right:
+                continue
+            if other_bottom <= top:
+                above = max(above, (other_bottom + top) // 2)
+            elif other_top >= bottom:
+                below = min(below, (bottom + other_top) // 2)
+        inked = letters[above:below, left:right].any(axis=1)  # [below - above]
+        while top > above and inked[top - 1 - above]:
+            top -= 1
+        while bottom < below and inked[bottom - above]:
+            bottom += 1
+        reached.append((top, bottom))
+    return reached
 
 
 def enlargement(heights: list[int], text_height: int | None) -> float:

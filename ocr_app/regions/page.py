@@ -10,11 +10,11 @@ from PIL import Image
 
 from ocr_app.config import PixelBudget, RegionSplit
 from ocr_app.pages import fit_image
-from ocr_app.regions.bands import block_bands, cut_band, enlargement, own_ink
+from ocr_app.regions.bands import block_bands, cut_band, enlargement, faint_edges, own_ink
 from ocr_app.regions.chunks import line_chunks
 from ocr_app.regions.deskew import level_angle, turned
 from ocr_app.regions.ink import ink_mask, inked_columns, line_height, paper_color
-from ocr_app.regions.rules import RULE_CONTRAST, erase_rules, in_long_runs, rule_masks, walls
+from ocr_app.regions.rules import RULE_CONTRAST, erase_rules, in_long_runs, letter_ink, rule_masks, walls
 from ocr_app.regions.tables import table_cells, walled_cells
 
 
@@ -86,11 +86,13 @@ class PageBands:
 
 def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
     """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`rule_masks`,
-    `erase_rules`), rows of ink grouped into bands (`block_bands`), with `split.own_ink` each band keeping only
+    `erase_rules`), rows of ink grouped into bands (`block_bands`), with `split.faint_edges` reaching over the faint
+    rows beside them (`faint_edges`), with `split.own_ink` each band keeping only
     its own lines' ink (`own_ink`), each band's parts (`band_parts`).  Reading (`page_regions`) and the training
     data drawn (`synth.bands`) or taken from real pages (`train_ocr.textlayer`) all cut here, so that the model
     is trained on the bands it will read."""
     across, down = rule_masks(image)
+    letters = letter_ink(image, down) if split.faint_edges else None  # [H, W], before the rules' edges go
     image = ruled = erase_rules(image, across | down)
     dark = ink_mask(image)  # [H, W]
     bands = block_bands(dark, split)
@@ -98,6 +100,8 @@ def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
         return PageBands(image, [], [], [], [], 1.0, ruled)
     rows, spans = [band for band, _ in bands], [span for _, span in bands]
     heights = [line_height(dark[top:bottom, left:right].sum(axis=1)) for (top, bottom), (left, right) in bands]
+    if letters is not None:
+        rows = faint_edges(letters, rows, spans, heights)
     if split.own_ink:
         image = own_ink(image, rows, heights, spans)
     parts = band_parts(image, rows, heights, spans, down, split)

@@ -55,6 +55,15 @@ def rule_masks(image: Image.Image) -> tuple[np.ndarray, np.ndarray]:
     return tuple(_thickened(_thickened(mask, axis=0), axis=1) if mask.any() else mask for mask in (across, down))
 
 
+def letter_ink(image: Image.Image, down: np.ndarray) -> np.ndarray:
+    """[H, W] bool: the ink of `image` (not erased) but for its rules' own pixels: runs along a row as long as a
+    horizontal rule's, and its vertical rules `down` (`rule_masks`).  The letters' feet and accents that touch a
+    horizontal rule's edge stay, where `erase_rules` paints over the pixels around a rule with it."""
+    ink = ink_mask(image)  # [H, W]
+    across_length = max(MIN_RULE[0], round(RULE_SHARE[0] * ink.shape[1]))
+    return ink & ~in_long_runs(ink, across_length) & ~down
+
+
 def erase_rules(image: Image.Image, rules: np.ndarray | None = None) -> Image.Image:
     """`image` with its `rules` ([H, W] bool; by default both `rule_masks`) painted over in the paper's colour:
     a table's borders join its rows into one band and its columns into one cell, and the model reads text, not
