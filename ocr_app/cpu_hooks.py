@@ -21,6 +21,13 @@ about 1% of positions, so drafts changed the text of 17 of `samples/tob-mini`'s 
 speculative predicate to the plain path's (`is_arm_bf16` there answers "native bf16 conv", as the plain path
 and the weight packing read it) gives both engines the same kernel: 25 of 30 pages identical, the rest first
 differing at near-ties (docs/speculative-decoding.md#losslessness-in-bf16).
+
+On a CPU with no native bf16 conv at all (AVX2 only: no AVX-512 BF16, AMX or Arm bf16) both paths take torch,
+but not the same torch: plain decoding's one-token update runs vLLM's vectorised C++ update, while the
+speculative path runs `F.conv1d` and then SiLU in bf16, as plain prefill does.  On such a CPU (an AMD EPYC
+with AVX2, 2026-12-07) drafts moved the shipped model's top-2 logit gap by up to 3.2 on a real letter's band.
+There the plain one-token update is given the speculative path's arithmetic (`torch_conv_update`), so
+prefill, decoding and verification compute the conv alike.
 """
 
 from __future__ import annotations
@@ -69,6 +76,31 @@ def widen_native_conv(module) -> None:
     module.is_arm_bf16 = native_bf16_conv
 
 
+def torch_conv_update(x, conv_state, weight, bias=None, activation=None, conv_state_indices=None, **kwargs):
+    """vLLM's one-token conv update (`causal_conv1d_update_cpu`'s arguments) computed as its speculative path
+    computes it without a native kernel: `F.conv1d` over the state and the token, then SiLU, in bf16."""
+    from vllm.model_executor.layers.mamba.ops.cpu.causal_conv1d import causal_conv1d_update_torch
+    from vllm.v1.attention.backends.utils import NULL_BLOCK_ID
+
+    pad_slot = kwargs.get("pad_slot_id", kwargs.get("null_block_id", NULL_BLOCK_ID))
+    rows = (conv_state_indices != pad_slot).nonzero().squeeze(-1)  # padded rows keep no state
+    slots = conv_state_indices[rows]
+    states = conv_state[slots]  # (rows, dim, width - 1), a copy
+    out = x.new_zeros(x.shape)  # (tokens, dim)
+    out[rows] = causal_conv1d_update_torch(x[rows].unsqueeze(-1), states, weight, bias, activation).squeeze(-1).to(x.dtype)
+    conv_state[slots] = states  # updated in place by causal_conv1d_update_torch
+    return out
+
+
+def align_torch_conv(module) -> None:
+    """On a CPU with no native bf16 conv, give `module`'s plain one-token conv update the speculative path's
+    arithmetic."""
+    import torch
+
+    if not (torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported() or module.is_arm_bf16()):
+        module.causal_conv1d_update_cpu = torch_conv_update
+
+
 class _DeclareOpsBeforeTorchvision(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         if fullname == "torchvision":
@@ -78,7 +110,7 @@ class _DeclareOpsBeforeTorchvision(importlib.abc.MetaPathFinder):
 
 
 class _WidenNativeConv(importlib.abc.MetaPathFinder):
-    """Finds vLLM's GDN module as the import system would, and widens its predicate once it has run."""
+    """Finds vLLM's GDN module as the import system would, and aligns its conv paths once it has run."""
 
     def find_spec(self, fullname, path, target=None):
         if fullname != GDN_MODULE:
@@ -91,6 +123,7 @@ class _WidenNativeConv(importlib.abc.MetaPathFinder):
 
         def exec_module(module) -> None:
             run_module(module)
+            align_torch_conv(module)
             widen_native_conv(module)
 
         spec.loader.exec_module = exec_module

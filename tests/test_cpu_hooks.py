@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ocr_app.cpu_hooks import GDN_MODULE
+import torch
+import torch.nn.functional as F
+from vllm.v1.attention.backends.utils import NULL_BLOCK_ID
+
+from ocr_app.cpu_hooks import GDN_MODULE, torch_conv_update
 
 
 def fresh_interpreter(code: str) -> str:
@@ -27,3 +31,37 @@ def test_vllms_gdn_conv_takes_the_same_kernel_with_drafts_as_without():
     )
     native_with_drafts, avx512_bf16 = answer.split()
     assert native_with_drafts == "True" or avx512_bf16 == "False"
+
+
+def test_without_a_native_conv_plain_decoding_takes_the_speculative_paths_arithmetic():
+    """On an AVX2-only CPU (the CPU's answers replaced before vLLM's module loads) the plain one-token update is
+    the hook's, whose output is bit for bit what the speculative path's torch conv gives for the same token."""
+    answer = fresh_interpreter(
+        "import importlib, torch\n"
+        "torch.cpu._is_avx512_bf16_supported = torch.cpu._is_amx_tile_supported = lambda: False\n"
+        f"gdn = importlib.import_module({GDN_MODULE!r})\n"
+        "print(gdn.causal_conv1d_update_cpu.__name__)"
+    )
+    assert answer == "torch_conv_update"
+
+
+def test_torch_conv_update_is_the_speculative_conv_and_keeps_the_state():
+    torch.manual_seed(0)
+    dim, width, slots = 64, 4, 5
+    weight = torch.randn(dim, width).to(torch.bfloat16)
+    bias = torch.randn(dim).to(torch.bfloat16)
+    conv_state = torch.randn(slots, dim, width - 1).to(torch.bfloat16)
+    x = torch.randn(3, dim).to(torch.bfloat16)  # one token for each of 3 sequences; the last is padding
+    indices = torch.tensor([3, 1, NULL_BLOCK_ID], dtype=torch.int32)
+    before = conv_state.clone()
+
+    out = torch_conv_update(x, conv_state, weight, bias, "silu", indices)
+
+    for row, slot in enumerate(indices[:2].tolist()):
+        # vLLM's speculative path without a native kernel, for one sequence and one token
+        conv_in = torch.cat([before[slot], x[row].unsqueeze(-1)], dim=-1).unsqueeze(0)  # (1, dim, width)
+        expected = F.silu(F.conv1d(conv_in, weight.unsqueeze(1), bias, groups=dim))[0, :, 0]
+        assert torch.equal(out[row], expected)
+        assert torch.equal(conv_state[slot], conv_in[0, :, 1:])
+    untouched = [slot for slot in range(slots) if slot not in (3, 1)]
+    assert torch.equal(conv_state[untouched], before[untouched])
