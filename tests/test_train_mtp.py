@@ -31,7 +31,8 @@ from ocr_app.train_mtp.data import BAND_MARK, ReadCache, band_refs, document_pag
 from ocr_app.train_mtp.distill import chained_logits, make_batch
 from ocr_app.train_mtp.export import file_sha256, prepare_output
 from ocr_app.train_mtp.head_init import fresh_head, head_state
-from ocr_app.train_mtp.loop import Trainer
+from ocr_app.train_mtp.loop import Trainer, total_steps
+from ocr_app.train_mtp.run import Callbacks, TrainJob, pages_to_train, prepare
 from ocr_app.train_mtp.teacher import Teacher
 from tests.conftest import PROJECT_ROOT, SAMPLE_PDF
 from tests.vllm_support import VLLM_TEST_ENV
@@ -269,3 +270,22 @@ def test_a_model_that_reads_bands_learns_from_its_bands(tmp_path, short_preset):
     train, held_out = split_pages(bands, 0.3, seed=0)
     pages = [{band.page_id.rsplit(BAND_MARK, 1)[0] for band in side} for side in (train, held_out)]
     assert held_out and not pages[0] & pages[1]
+
+
+def test_a_run_ended_by_max_steps_reads_only_the_pages_its_steps_reach(tmp_path, tiny_preset):
+    """A release's head (`HEAD_STEPS=700`, 4 bands a step) trains on ~2 800 of ~8 900 bands: only those are
+    read.  The share is seeded, so a resumed run learns from the same pages, and its steps are those asked for."""
+    docs = write_documents(tmp_path / "docs", images=40)
+    config = load_train_config(None, max_steps=5, batch_size=2, grad_accum=2, epochs=1, eval_pages=3)
+    job = TrainJob(tiny_preset.model_copy(update={"max_tokens": 2}), tmp_path / "o", config, docs, work_dir=tmp_path / "w")
+    prepared = prepare(job, Callbacks())
+    assert len(prepared.train) == 20 and 1 <= len(prepared.held_out) <= 3
+    reads = (tmp_path / "w" / "reads" / "reads.jsonl").read_text().splitlines()
+    assert len(reads) == 20 + len(prepared.held_out)  # of 43 pages
+    assert total_steps(config, len(prepared.train)) == 5
+    refs, _ = document_pages(docs)
+    assert [ref.page_id for ref, _ in prepared.train] == [ref.page_id for ref in pages_to_train(split_pages(refs, config.eval_fraction, config.seed)[0], config)]
+    two_epochs = config.model_copy(update={"epochs": 2})
+    assert len(pages_to_train(refs, two_epochs)) == 10 and total_steps(two_epochs, 10) == 5
+    unlimited = config.model_copy(update={"max_steps": None})
+    assert pages_to_train(refs, unlimited) == refs

@@ -27,7 +27,7 @@ def train_mtp(
     data: Path = typer.Option(None, "--data", help="Folder (or file) of documents: PDFs and images."),
     output: Path = typer.Option(..., "--output", "-o", help="New model folder to write (the input is copied)."),
     draft_steps: int = typer.Option(None, "--draft-steps", help="Chained draft steps to train (1-7; default 3)."),
-    max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
+    max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps; only the pages they reach are read."),
     init: str = typer.Option("existing", "--init", help="Start from: existing (the model's head), fresh, or a head file PATH."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the work folder's checkpoint."),
     eval_only: bool = typer.Option(False, "--eval-only", help="Only evaluate the model's head (and --output's, if it exists)."),

@@ -60,6 +60,13 @@ def total_steps(config: TrainConfig, train_pages: int) -> int:
     return min(planned, config.max_steps) if config.max_steps is not None else planned
 
 
+def pages_reached(config: TrainConfig, train_pages: int) -> int:
+    """How many of `train_pages` the run's steps reach: all, unless `max_steps` ends it within its epochs."""
+    if config.max_steps is None:
+        return train_pages
+    return min(train_pages, math.ceil(config.max_steps * config.batch_size * config.grad_accum / config.epochs))
+
+
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
     """Linear warmup to 1, then cosine down to `min_ratio` at the last step."""
     if step < warmup:
