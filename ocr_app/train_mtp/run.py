@@ -90,8 +90,7 @@ def pages_to_train(refs: list[PageRef], config: TrainConfig) -> list[PageRef]:
     reached = pages_reached(config, len(refs))
     if reached == len(refs):
         return refs
-    chosen = set(random.Random(f"{config.seed}-pages").sample(range(len(refs)), reached))
-    return [ref for index, ref in enumerate(refs) if index in chosen]
+    return [refs[index] for index in sorted(random.Random(f"{config.seed}-pages").sample(range(len(refs)), reached))]
 
 
 def prepare(job: TrainJob, callbacks: Callbacks, held_out_only: bool = False) -> Prepared:
