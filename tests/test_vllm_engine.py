@@ -173,7 +173,10 @@ def test_shipped_model_samples_the_same_text_with_drafts_as_without(shipped):
         texts = [engine.read(band, replace(sampled, drafts=drafts)).text for band in bands]
         assert not any(unicodedata.category(c) in ("Cc", "Co", "Cn") and c not in "\n\t" for c in "".join(texts))
         distances[drafts] = mean(score_page(text, reference).cer for text, reference in zip(texts, truth))
-    assert distances[DRAFTS] <= max(0.1, distances[0] + 0.05), distances
+    # Sampling at the retry temperature moves a band by 0-0.25 CER either way (2026-12-07: means 0.05 with drafts,
+    # 0.02 without); the broken sampler wrote garbage (CER ~1) on most bands, or read greedily when the memory
+    # it read happened to hold tiny values.
+    assert distances[DRAFTS] <= max(0.2, distances[0] + 0.1), distances
 
 
 def test_near_tie_check_rejects_a_real_difference(hf_engine, pages):
