@@ -4,10 +4,12 @@ the shipped model, drafts that move no logit and leave sampled text as close to 
 from __future__ import annotations
 
 import unicodedata
+from collections import Counter
 from dataclasses import replace
 from statistics import mean
 
 import pytest
+import torch
 
 from tests.conftest import PROJECT_ROOT
 from tests.vllm_support import assert_same_greedy_output, first_divergence, next_token_logits, sample_page_images, use_test_env
@@ -177,6 +179,37 @@ def test_shipped_model_samples_the_same_text_with_drafts_as_without(shipped):
     # 0.02 without); the broken sampler wrote garbage (CER ~1) on most bands, or read greedily when the memory
     # it read happened to hold tiny values.
     assert distances[DRAFTS] <= max(0.2, distances[0] + 0.1), distances
+
+
+def homogeneity_p_value(first: Counter, second: Counter) -> float:
+    """Chi-square test that two samples come from one distribution; outcomes expected fewer than 5 times in
+    either sample are pooled into one bin."""
+    outcomes = sorted(set(first) | set(second))
+    table = torch.tensor([[first[o] for o in outcomes], [second[o] for o in outcomes]], dtype=torch.float64)  # [2, C]
+    expected = table.sum(1, keepdim=True) * table.sum(0, keepdim=True) / table.sum()  # [2, C]
+    common = (expected >= 5).all(0)  # [C]
+    table = torch.cat([table[:, common], table[:, ~common].sum(1, keepdim=True)], dim=1)
+    expected = torch.cat([expected[:, common], expected[:, ~common].sum(1, keepdim=True)], dim=1)
+    statistic = float(((table - expected) ** 2 / expected.clamp_min(1e-12)).sum())
+    degrees = table.shape[1] - 1
+    return float(torch.special.gammaincc(torch.tensor(degrees / 2), torch.tensor(statistic / 2)))
+
+
+def test_shipped_model_drafts_leave_the_sampled_distribution_unchanged(shipped):
+    """The first 4 tokens of a real band sampled 600 times at temperature 1 with 3 drafts and 600 times without:
+    the second to fourth are accepted drafts or the rejection sampler's residual samples, so a sampler that does
+    not keep the main model's distribution shows as two different tables of outcomes."""
+    preset, engine = shipped
+    band = real_bands(preset, "samples/real-tr/contract/btu-yabanci-uyruklu-tip-sozlesme.pdf", 3)[2]
+    settings = GenerationSettings(max_tokens=4, drafts=DRAFTS, temperature=1.0)
+    outcomes = {}
+    for drafts in (DRAFTS, 0):
+        torch.manual_seed(0)  # unseeded requests draw from the engine's global generator: a fixed test
+        readings = engine.read_many(((index, band) for index in range(600)), replace(settings, drafts=drafts), 32)
+        outcomes[drafts] = Counter(page.token_ids for _, page in readings)
+    assert len(outcomes[0]) >= 10, "too few outcomes for the test to tell distributions apart"
+    p_value = homogeneity_p_value(outcomes[DRAFTS], outcomes[0])
+    assert p_value > 1e-3, f"p = {p_value:.2g}: {outcomes[DRAFTS].most_common(5)} vs {outcomes[0].most_common(5)}"
 
 
 def test_near_tie_check_rejects_a_real_difference(hf_engine, pages):
