@@ -116,8 +116,8 @@ def expand_kernel(output, input_val, cu_num_tokens, replace_from, replace_to, MA
     written over its tokens `cu_num_tokens[i - 1]:cu_num_tokens[i]` of `output`."""
     import torch
 
-    counts = torch.diff(cu_num_tokens.long(), prepend=cu_num_tokens.new_zeros(1).long())  # [batch]
-    values = torch.where(input_val == replace_from, torch.full_like(input_val, replace_to), input_val)  # [batch]
+    counts = torch.diff(cu_num_tokens, prepend=cu_num_tokens.new_zeros(1))  # [batch]
+    values = torch.where(input_val == replace_from, replace_to, input_val)  # [batch], input_val's dtype
     output[: int(counts.sum())] = torch.repeat_interleave(values, counts)  # [tokens]
 
 
