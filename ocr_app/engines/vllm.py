@@ -31,6 +31,7 @@ from PIL import Image
 from ocr_app.checkpoint import HeadReport, inspect_mtp_head
 from ocr_app.config import ModelPreset
 from ocr_app.engines.protocol import AUTO_DRAFTS, Drafts, GenerationSettings, Key, PageText, TextCallback
+from ocr_app.engines import vllm_loop_ban
 from ocr_app.engines.spec_counters import from_acceptance_histogram, from_engine_metrics
 from ocr_app.errors import ModelError
 from ocr_app.metrics import PageMetrics, SpecDecodingStats
@@ -120,12 +121,12 @@ def eager_default(cuda: bool) -> bool:
 
 class VllmEngine:
     name = "vllm"
-    # vLLM's rejection sampler applies only its own penalties and bad words to the target logits, so a loop
-    # ban of ours would not hold at drafted positions: a looping page is re-read sampled (`ocr_app.repetition`).
-    bans_loops = False
 
     def __init__(self, model: ModelPreset, drafts: Drafts = 0, enforce_eager: bool | None = None):
         self.preset = model
+        # `ban_loops` rides on vLLM's bad words, which it applies at every verified draft position
+        # (`vllm_loop_ban`); without that plugin a looping page is re-read sampled (`ocr_app.repetition`).
+        self.bans_loops = vllm_loop_ban.installed()
         self.model_dir = model.resolved_path()
         self.enforce_eager = enforce_eager  # None: `eager_default` at start
         self._request_ids = (str(n) for n in itertools.count())
@@ -209,6 +210,8 @@ class VllmEngine:
             output_kind=output_kind,
             logprobs=2 if settings.logit_gaps else None,  # raw log-probs: their top-2 gap is the logits'
         )
+        if settings.ban_loops and self.bans_loops:
+            params._bad_words_token_ids = [vllm_loop_ban.LOOP_BAN]
         request_id = next(self._request_ids)
         self._llm.llm_engine.add_request(request_id, {"prompt": self.prompt, "multi_modal_data": {"image": image}}, params)
         return request_id
