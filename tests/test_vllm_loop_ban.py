@@ -27,9 +27,9 @@ def test_a_flagged_request_has_the_tokens_that_would_end_it_in_a_loop_masked():
 
 
 def test_a_flagged_request_keeps_its_own_bad_words():
-    past = [1, 2] + [5, 6] * 12  # [5, 6] repeated: 5 would make it loop
-    assert masked([vllm_loop_ban.LOOP_BAN, [2, 7], [11]], [1, 2]) == {7, 11}
-    assert masked([vllm_loop_ban.LOOP_BAN, [11]], past) == {5, 11}
+    assert masked([vllm_loop_ban.LOOP_BAN, [2, 7], [11]], [1, 2]) == {7, 11}  # no loop yet: only its own
+    looping = [1, 2] + [5, 6] * 12  # [5, 6] repeated: 5 would make it loop
+    assert masked([vllm_loop_ban.LOOP_BAN, [11]], looping) == {5, 11}
 
 
 def test_an_unflagged_request_is_left_as_vllm_leaves_it():
