@@ -104,6 +104,10 @@ class RegionSplit(_Strict):
     # A band still two lines high or more once cut between its lines (ink beside them fills the rows between:
     # a logo by an address block) is cut into blocks at wide blank columns, each block read as bands of its own.
     column_blocks: bool = False
+    # Ink joined into a piece both higher and wider than this many times the page's letters (`regions.graphics`:
+    # a QR code, an emblem, a signature, a stamp's large letters) is painted over before the cut: cut as a band,
+    # it was read as invented text.
+    graphic_size: float | None = None
     # Pages are rendered (and images kept) with up to this many pixels, and each band's image is taken from that
     # sharper page (`regions.page_regions`); the cut itself is still made on the page fitted to the model's pixel
     # budget, which every other key here is measured in.  An A4 page at 200 dpi is 3.9 MP: its 9-pt type,
@@ -118,6 +122,8 @@ class RegionSplit(_Strict):
             raise ValueError("cell_gap must be positive and needs crop_columns")
         if self.rule_cells and not self.crop_columns:
             raise ValueError("rule_cells needs crop_columns")
+        if self.graphic_size is not None and self.graphic_size <= 1:
+            raise ValueError("graphic_size must be over 1 (letters are 1)")
         if self.chunk_width is not None and (self.chunk_width <= 0 or not self.crop_columns):
             raise ValueError("chunk_width must be positive and needs crop_columns")
         return self

@@ -23,7 +23,8 @@ from ocr_app.regions import (
 )
 from ocr_app.realbench import load_real_benchmark
 from ocr_app.regions.bands import column_blocks
-from ocr_app.regions.ink import INK_CONTRAST, median_level
+from ocr_app.regions.graphics import graphic_mask
+from ocr_app.regions.ink import INK_CONTRAST, ink_mask, median_level
 from ocr_app.regions.reader import PART_END, _SeparatedStream, join_band
 from ocr_app.regions.rules import in_long_runs
 from ocr_app.regions.tables import walled_cells
@@ -323,6 +324,56 @@ def test_small_type_set_close_is_cut_a_line_a_band():
     spreads = [np.ptp(inside) for top, bottom in rows if (inside := [m for m in middles if top <= m < bottom])]
     assert len(spreads) >= 60
     assert sum(spread > 6 * zoom for spread in spreads) <= 10
+
+
+def _graphics_preset():
+    preset = load_model_preset("ocr-tiny-tr")
+    return preset, preset.regions.model_copy(update={"graphic_size": 5.0})
+
+
+def _pdf_boxes(page, image: Image.Image, boxes) -> list[tuple[slice, slice]]:
+    """Each of `boxes` (PDF points, x0 y0 x1 y1) as rows and columns of `image`, a rendering of `page`."""
+    across, down = image.width / page.rect.width, image.height / page.rect.height
+    return [(slice(int(y0 * down), int(np.ceil(y1 * down))), slice(int(x0 * across), int(np.ceil(x1 * across))))
+            for x0, y0, x1, y1 in boxes]
+
+
+@pytest.mark.parametrize("name", ["gib-ticari-fatura", "gib-tevkifat-fatura", "earsiv-portal-test-fatura"])
+def test_an_invoices_emblem_and_qr_code_are_painted_over_before_the_cut(name):
+    """The pictures a real invoice carries (GİB's emblem, a QR code), once cut as bands, were read as invented
+    text ("ŞESAŞ5959..."): with `graphic_size` their ink is gone from the page the bands are cut from, all of a
+    QR code's, the emblem's but for the small letters round its ring."""
+    preset, split = _graphics_preset()
+    pdf = Path(f"samples/real-tr/invoice/{name}.pdf")
+    (image,) = render_pdf_pages(open_document(pdf), [1], DEFAULT_DPI, preset.pixels)
+    with pymupdf.open(pdf) as document:
+        pictures = _pdf_boxes(document[0], image, [info["bbox"] for info in document[0].get_image_info()])
+    assert pictures
+    kept, painted = (page_bands(image, split.model_copy(update={"graphic_size": size})) for size in (None, 5.0))
+    emblem, *qr_code = sorted(pictures, key=lambda box: (box[0].stop - box[0].start) * (box[1].stop - box[1].start))
+    for box, most_left in [(emblem, 0.2), *((box, 0.02) for box in qr_code)]:
+        ink = ink_mask(kept.ruled)[box].sum()
+        assert ink_mask(kept.image)[box].sum() > 0.5 * ink and ink_mask(painted.image)[box].sum() <= most_left * ink
+
+
+def test_no_word_of_a_real_pages_text_layer_is_painted_over_as_a_graphic():
+    """Every born-digital page of the benchmark with a picture (logos, emblems, QR codes, a seal): what
+    `graphic_size` paints over holds no word of the page's text layer.  Not the e-Arşiv portal's test invoice:
+    its "İMZASIZ TEST BELGESİ" stamp is text in letters 10 times the page's, set across the words under it."""
+    preset, split = _graphics_preset()
+    pages = 0
+    for pdf in sorted(Path("samples/real-tr").glob("*/*.pdf")):
+        with pymupdf.open(pdf) as document:
+            for number, page in enumerate(document, start=1):
+                if not page.get_image_info() or pdf.stem == "earsiv-portal-test-fatura":
+                    continue
+                (image,) = render_pdf_pages(open_document(pdf), [number], DEFAULT_DPI, preset.pixels)
+                ink = ink_mask(page_bands(image, split).ruled)  # [H, W], as `page_bands` finds graphics in
+                graphics = graphic_mask(ink, split.graphic_size) & ink  # [H, W]
+                pages += bool(graphics.any())
+                for box in _pdf_boxes(page, image, [word[:4] for word in page.get_text("words")]):
+                    assert graphics[box].sum() <= 0.1 * ink[box].sum(), (pdf.name, number)
+    assert pages >= 9
 
 
 def _sharpness(image: Image.Image) -> float:
