@@ -19,7 +19,8 @@ looks like the lines the model was trained on.  The rows of a table whose
 columns are set apart by space alone are cut into their cells, each read
 alone: read whole, a row's wide gaps break a small model's reading.  A long
 line can be read in chunks cut at word gaps, joined by spaces.  A skewed scan is
-turned level before it is cut, and a table's rules are erased.
+turned level before it is cut, a table's rules are erased, and graphics (a QR
+code, a logo, a seal) painted over.
 
 `ReadByRegions` wraps any engine so: `read` reads the bands one after another
 (streamed, with the blank line between them), `read_many` puts every band (or
@@ -29,6 +30,7 @@ One module per step:
 
     deskew.py  a skewed scan turned level (`deskewed`)
     rules.py   a table's borders erased (`erase_rules`), its vertical ones kept as walls between cells (`walls`)
+    graphics.py  QR codes, logos, seals, signatures and stamps painted over (`graphic_mask`, `erase_graphics`)
     ink.py     which rows and columns hold ink; a line's height
     bands.py   rows cut into bands, a tall one into column blocks (`block_bands`), each reaching over the
                faint rows of tails and accents beside it (`faint_edges`) and keeping its own

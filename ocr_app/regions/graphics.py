@@ -29,12 +29,14 @@ def _round_holes(piece: np.ndarray) -> np.ndarray:
     emblem's ring closes in: about as high as wide, and filling π/4 of its box as a disc does; not a box drawn
     round words, whose hole is a rectangle (filling its box, but where another box overlaps it) and most often
     wider than high."""
-    paper = np.pad(~piece, 1, constant_values=True).astype(np.uint8)  # [h + 2, w + 2]: paper all round, so one fill reaches it all
+    # [h + 2, w + 2]: paper all round, so that one fill reaches all the paper outside
+    paper = np.pad(~piece, 1, constant_values=True).astype(np.uint8)
     cv2.floodFill(paper, None, (0, 0), 0)  # the paper outside gone: 4-connected, as 8-connected ink closes it in
     count, labels, stats, _ = cv2.connectedComponentsWithStats(paper[1:-1, 1:-1], connectivity=4)
     widths, heights, areas = stats[1:, cv2.CC_STAT_WIDTH], stats[1:, cv2.CC_STAT_HEIGHT], stats[1:, cv2.CC_STAT_AREA]
-    round_ = (areas <= ROUND_FILL * widths * heights) & (np.maximum(widths, heights) <= ROUND_ASPECT * np.minimum(widths, heights))
-    return np.concatenate(([False], round_))[labels]
+    squarish = np.maximum(widths, heights) <= ROUND_ASPECT * np.minimum(widths, heights)  # [count - 1]
+    round_holes = (areas <= ROUND_FILL * widths * heights) & squarish
+    return np.concatenate(([False], round_holes))[labels]
 
 
 def graphic_mask(dark: np.ndarray, size: float) -> np.ndarray:
@@ -42,8 +44,8 @@ def graphic_mask(dark: np.ndarray, size: float) -> np.ndarray:
     around them.  A graphic is an 8-connected piece of ink both higher and wider than `size` times the median
     height of the page's pieces (its letters': most of a page's ink is lower-case letters, each a piece of its
     own, or a word where a scan's blur joins them).  A letter is never that high, a line of words never that
-    high, two lines a blur joins are about 4 letters high; a QR code, an emblem or a signature is 10-40 of them
-    high and as wide.  A graphic whose ink fills DENSE_SHARE of its box (a QR code, a logo, a photo) is
+    high, two lines a blur joins are about 4 letters high; a QR code, an emblem or a stamp's letter is 6-40 of
+    them high and as wide.  A graphic whose ink fills DENSE_SHARE of its box (a QR code, a logo, a photo) is
     painted over box and all: erasing its rules broke it into pieces, most too small to count.  Any other (an
     emblem's ring, a seal, a signature, a stamp's letters) is painted where its own ink is, and where the ink it
     closes in is, in a round hole (`_round_holes`: the small letters round a seal's ring; a box's words are text).

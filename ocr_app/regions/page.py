@@ -87,9 +87,10 @@ class PageBands:
 
 def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
     """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`rule_masks`,
-    `erase_rules`), with `split.graphic_size` graphics too (`graphic_mask`, `erase_graphics`), rows of ink grouped into bands (`block_bands`), with `split.faint_edges` reaching over the faint
-    rows beside them (`faint_edges`), with `split.own_ink` each band keeping only
-    its own lines' ink (`own_ink`), each band's parts (`band_parts`).  Reading (`page_regions`) and the training
+    `erase_rules`), with `split.graphic_size` graphics too (`graphic_mask`, `erase_graphics`), rows of ink
+    grouped into bands (`block_bands`), with `split.faint_edges` reaching over the faint rows beside them
+    (`faint_edges`), with `split.own_ink` each band keeping only its own lines' ink (`own_ink`), each band's
+    parts (`band_parts`).  Reading (`page_regions`) and the training
     data drawn (`synth.bands`) or taken from real pages (`train_ocr.textlayer`) all cut here, so that the model
     is trained on the bands it will read."""
     across, down = rule_masks(image)
