@@ -67,8 +67,8 @@ def test_ocr_read_with_no_model_reads_a_real_invoice(tmp_path):
     """`ocr-read invoice.pdf -o out.md` on a real e-Fatura page of the real-document benchmark (rendered from
     UBL-TR XML through GİB's stylesheet; samples/real-tr/sources.toml), scored order-robustly against the
     PDF's own text layer (word F1, `realbench.score_text_layer`).  The shipped weights (step 53 377) measured
-    word F1 0.760 in `ocr-eval real` (step 52 077: 0.761; step 50 777: 0.726; Tesseract 0.734); a model that
-    reads nothing scores 0."""
+    word F1 0.767 in `ocr-eval real` with GİB's emblem painted over (`graphic_size`), 0.760 without (step 52 077:
+    0.761; step 50 777: 0.726; Tesseract 0.734); a model that reads nothing scores 0."""
     pdf = PROJECT_ROOT / "samples/real-tr/invoice/gib-ticari-fatura.pdf"
     out = tmp_path / "out.md"
     completed = subprocess.run(
