@@ -87,13 +87,16 @@ def test_lines_beside_a_picture_are_answered_line_by_line_with_column_blocks(tmp
         for row, line in enumerate(NOTES):  # the page's lines, whose median height a band of several exceeds
             page.insert_text((60, 200 + 20 * row), line, fontsize=10, fontname="DejaVuSans", fontfile=str(FONTS_DIR / "DejaVuSans.ttf"))
         document.save(tmp_path / "logo.pdf")
-    split = RECIPE.regions.model_copy(update={"page_pixels": None, "rule_cells": False, "column_blocks": False})
+    # A ring `graphic_size` leaves on the page: a picture it does not find (a photo lighter than ink, say).
+    split = RECIPE.regions.model_copy(
+        update={"page_pixels": None, "rule_cells": False, "column_blocks": False, "graphic_size": None}
+    )
     whole = render_and_cut(tmp_path / "logo.pdf", 1, BUDGET, split)
     blocked = render_and_cut(tmp_path / "logo.pdf", 1, BUDGET, split.model_copy(update={"column_blocks": True}))
     assert [part.text for part in whole.parts] == NOTES  # the block and the ring one band: the ring's ink is no word's
     assert [part.text for part in blocked.parts] == address + NOTES
     as_read = render_and_cut(tmp_path / "logo.pdf", 1, BUDGET, RECIPE.regions.model_copy(update={"page_pixels": None}))
-    assert [part.text for part in as_read.parts] == address + NOTES  # as the recipe reads it, rule_cells on too
+    assert [part.text for part in as_read.parts] == address + NOTES  # as the recipe reads it: rule_cells, graphics
 
 
 def test_parts_of_a_page_rendered_larger_are_cut_from_it_with_the_same_words(tmp_path):
