@@ -30,7 +30,7 @@ One module per step:
 
     deskew.py  a skewed scan turned level (`deskewed`)
     rules.py   a table's borders erased (`erase_rules`), its vertical ones kept as walls between cells (`walls`)
-    graphics.py  QR codes, logos, seals, signatures and stamps painted over (`graphic_mask`, `erase_graphics`)
+    graphics.py  QR codes, logos, seals, signatures and stamps found (`graphic_mask`) to be painted over
     ink.py     which rows and columns hold ink; a line's height
     bands.py   rows cut into bands, a tall one into column blocks (`block_bands`), each reaching over the
                faint rows of tails and accents beside it (`faint_edges`) and keeping its own

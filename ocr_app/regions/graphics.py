@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-from PIL import Image
-
-from ocr_app.regions.ink import paper_color
 
 # Pieces of ink lower than this many rows are specks (a scan's grain, a dot, a comma), not letters, and do not
 # count towards the letters' median height.
@@ -32,9 +29,9 @@ def _round_holes(piece: np.ndarray) -> np.ndarray:
     # [h + 2, w + 2]: paper all round, so that one fill reaches all the paper outside
     paper = np.pad(~piece, 1, constant_values=True).astype(np.uint8)
     cv2.floodFill(paper, None, (0, 0), 0)  # the paper outside gone: 4-connected, as 8-connected ink closes it in
-    count, labels, stats, _ = cv2.connectedComponentsWithStats(paper[1:-1, 1:-1], connectivity=4)
+    _, labels, stats, _ = cv2.connectedComponentsWithStats(paper[1:-1, 1:-1], connectivity=4)
     widths, heights, areas = stats[1:, cv2.CC_STAT_WIDTH], stats[1:, cv2.CC_STAT_HEIGHT], stats[1:, cv2.CC_STAT_AREA]
-    squarish = np.maximum(widths, heights) <= ROUND_ASPECT * np.minimum(widths, heights)  # [count - 1]
+    squarish = np.maximum(widths, heights) <= ROUND_ASPECT * np.minimum(widths, heights)  # [pieces]
     round_holes = (areas <= ROUND_FILL * widths * heights) & squarish
     return np.concatenate(([False], round_holes))[labels]
 
@@ -50,8 +47,8 @@ def graphic_mask(dark: np.ndarray, size: float) -> np.ndarray:
     emblem's ring, a seal, a signature, a stamp's letters) is painted where its own ink is, and where the ink it
     closes in is, in a round hole (`_round_holes`: the small letters round a seal's ring; a box's words are text).
     The pixel around is a stroke's anti-aliased edge, lighter than ink, that would be left as a faint outline."""
-    count, labels, stats, _ = cv2.connectedComponentsWithStats(dark.astype(np.uint8), connectivity=8)
-    lefts, tops, widths, heights, areas = stats[1:].T  # each [count - 1]
+    _, labels, stats, _ = cv2.connectedComponentsWithStats(dark.astype(np.uint8), connectivity=8)
+    lefts, tops, widths, heights, areas = stats[1:].T  # each [pieces]
     letters = heights[heights >= LETTER_MIN_ROWS]
     graphics = np.zeros(dark.shape, bool)  # [H, W]
     if letters.size == 0:
@@ -66,10 +63,3 @@ def graphic_mask(dark: np.ndarray, size: float) -> np.ndarray:
         graphics[box] |= piece | (_round_holes(piece) & dark[box])
     return cv2.dilate(graphics.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)  # [H, W]
 
-
-def erase_graphics(image: Image.Image, graphics: np.ndarray) -> Image.Image:
-    """`image` with its `graphics` ([H, W] bool, `graphic_mask`) painted in the paper's colour: cut as a band,
-    a QR code or an emblem is read as invented text, and a stamp set across a table joins its rows."""
-    erased = np.asarray(image.convert("RGB")).copy()  # [H, W, 3]
-    erased[graphics] = paper_color(image)
-    return Image.fromarray(erased)

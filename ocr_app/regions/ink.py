@@ -64,6 +64,15 @@ def paper_color(image: Image.Image) -> tuple[int, ...]:
     return tuple(median_level(pixels[..., channel]) for channel in range(3))
 
 
+def painted_over(image: Image.Image, mask: np.ndarray) -> Image.Image:
+    """`image` with the pixels of `mask` ([H, W] bool) painted in its paper's colour; `image` itself if none."""
+    if not mask.any():
+        return image
+    painted = np.asarray(image.convert("RGB")).copy()  # [H, W, 3]
+    painted[mask] = paper_color(image)
+    return Image.fromarray(painted)
+
+
 def line_height(ink: np.ndarray) -> int:
     """The height of a band's text line (`ink`: [h] ink pixels per row of the band): its longest run of rows
     holding at least a tenth of the ink of its busiest row.  Not the band's ink height: a table row's band

@@ -13,8 +13,8 @@ from ocr_app.pages import fit_image
 from ocr_app.regions.bands import block_bands, cut_band, enlargement, faint_edges, own_ink
 from ocr_app.regions.chunks import line_chunks
 from ocr_app.regions.deskew import level_angle, turned
-from ocr_app.regions.graphics import erase_graphics, graphic_mask
-from ocr_app.regions.ink import ink_mask, inked_columns, line_height, paper_color
+from ocr_app.regions.graphics import graphic_mask
+from ocr_app.regions.ink import ink_mask, inked_columns, line_height, painted_over, paper_color
 from ocr_app.regions.rules import RULE_CONTRAST, erase_rules, in_long_runs, letter_ink, rule_masks, walls
 from ocr_app.regions.tables import table_cells, walled_cells
 
@@ -87,7 +87,7 @@ class PageBands:
 
 def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
     """`image` (upright) cut into bands as every reader of pages cuts it: rules erased (`rule_masks`,
-    `erase_rules`), with `split.graphic_size` graphics too (`graphic_mask`, `erase_graphics`), rows of ink
+    `erase_rules`), with `split.graphic_size` graphics too (`graphic_mask`, painted over), rows of ink
     grouped into bands (`block_bands`), with `split.faint_edges` reaching over the faint rows beside them
     (`faint_edges`), with `split.own_ink` each band keeping only its own lines' ink (`own_ink`), each band's
     parts (`band_parts`).  Reading (`page_regions`) and the training
@@ -100,7 +100,7 @@ def page_bands(image: Image.Image, split: RegionSplit) -> PageBands:
     if split.graphic_size is not None:
         graphics = graphic_mask(dark, split.graphic_size)  # [H, W]
         if graphics.any():
-            image = erase_graphics(image, graphics)
+            image = painted_over(image, graphics)
             dark = ink_mask(image)
             if letters is not None:
                 letters &= ~graphics

@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from ocr_app.regions.ink import blank_runs, ink_mask, paper_color
+from ocr_app.regions.ink import blank_runs, ink_mask, painted_over
 
 # A rule (a table's border, an underline) is a straight run of ink at least this share of the page's width
 # when horizontal, of its height when vertical, and at least this many pixels.  Letters' runs on
@@ -71,11 +71,7 @@ def erase_rules(image: Image.Image, rules: np.ndarray | None = None) -> Image.Im
     if rules is None:
         across, down = rule_masks(image)
         rules = across | down
-    if not rules.any():
-        return image
-    erased = np.asarray(image.convert("RGB")).copy()  # [H, W, 3]
-    erased[rules] = paper_color(image)
-    return Image.fromarray(erased)
+    return painted_over(image, rules)
 
 
 def walls(down: np.ndarray, top: int, bottom: int) -> list[int]:
