@@ -326,8 +326,6 @@ def test_small_type_set_close_is_cut_a_line_a_band():
     assert sum(spread > 6 * zoom for spread in spreads) <= 10
 
 
-
-
 def _pdf_boxes(page, image: Image.Image, boxes) -> list[tuple[slice, slice]]:
     """Each of `boxes` (PDF points, x0 y0 x1 y1) as rows and columns of `image`, a rendering of `page`."""
     across, down = image.width / page.rect.width, image.height / page.rect.height

@@ -62,4 +62,3 @@ def graphic_mask(dark: np.ndarray, size: float) -> np.ndarray:
         piece = labels[box] == index + 1  # [h, w]
         graphics[box] |= piece | (_round_holes(piece) & dark[box])
     return cv2.dilate(graphics.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)  # [H, W]
-
